@@ -1,0 +1,40 @@
+# The two commands of the README's quick start, and a few conveniences.
+#   make demo   set up .venv/ (first time only) and run the main job
+#   make test   set up .venv/ (first time only) and run the whole test suite
+# Needs Python 3.11+, a C++ compiler and make. Icarus Verilog is optional: its tests skip without it.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+# Parallel test workers; each test builds in its own locked directory (see sim/runner.py).
+JOBS   ?= auto
+
+.PHONY: setup demo test lint synth verilog clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed, found " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip==24.3.1
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/scin demo
+
+test: $(STAMP)
+	$(BIN)/pytest -n $(JOBS) -q
+
+lint: $(STAMP)
+	$(BIN)/scin lint
+
+synth: $(STAMP)
+	$(BIN)/scin synth --target xcup
+
+verilog: $(STAMP)
+	$(BIN)/scin verilog --out out/verilog
+
+clean:
+	rm -rf .build out

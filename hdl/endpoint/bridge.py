@@ -1,0 +1,418 @@
+"""AxiBridge: protocol translation between fabric packets and AXI4 manager transactions."""
+
+from amaranth.hdl import Module, Signal, Const, Mux, Cat
+from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import bits_for, exact_log2
+
+from ..packet import FabricParams, MsgClass, Opcode
+from ..transport.signature import packet_signature
+from .axi import AxiParams, Burst, Resp, axi_signature
+
+
+__all__ = ["AxiBridge", "bridge_axi_params", "AXI_BOUNDARY"]
+
+#: An AXI burst must not cross a 4 KB address boundary (AMBA AXI4, A3.4.1).
+AXI_BOUNDARY = 4096
+
+
+def bridge_axi_params(params, outstanding=16):
+    """The AXI bus an :class:`AxiBridge` drives: flit-wide data, the fabric's address width, IDs
+    ``0 .. outstanding - 1`` for reads plus ``outstanding`` for the atomic unit, a 1-bit user field
+    (the INC flag)."""
+    return AxiParams(data_width=params.flit_width, addr_width=params.addr_width,
+                     id_width=bits_for(outstanding), user_width=1)
+
+
+class AxiBridge(wiring.Component):
+    """Turns received REQ/WRITE packets into AXI4 transactions and AXI responses into packets.
+
+    Request -> AXI
+    --------------
+    ``READ`` (on ``req_in``) becomes one AR burst, ``WRITE`` (on ``write_in``) one AW burst plus its
+    W beats, ``ATOMIC_ADD`` (on ``req_in``) a read-modify-write (below). ``axuser[0]`` carries the
+    request's ``inc``. Payload byte ``k`` goes to address ``addr + k`` (docs/PROTOCOL.md).
+
+    An access is **legal** when ``1 <= length <= max_payload`` and either
+
+    * ``addr`` is flit-aligned (a burst of ``ceil(length / flit_bytes)`` full-width beats; the last
+      write beat's strobes cover only the bytes written), or
+    * it lies inside one flit: ``addr % flit_bytes + length <= flit_bytes`` (one beat, data shifted
+      to its byte lanes, strobes on exactly those bytes; e.g. 4- or 8-byte flag words),
+
+    and it does not cross a 4 KB boundary and needs at most 256 beats (AXI4 burst rules), and a
+    WRITE header is followed by payload. Anything else is answered with status ``SLVERR`` without
+    touching memory (a READ error response has ``length`` 0 and no payload).
+
+    ``ATOMIC_ADD`` adds ``length`` to the 32-bit little-endian word at ``addr`` (4-byte aligned, else
+    ``SLVERR``) and is answered with ``WRITE_RESP`` (``length`` 4). It is atomic **only with respect
+    to traffic through this bridge**: it waits until every earlier write has its B response, holds
+    back new writes, reads the word (AR with ID ``outstanding``), writes the sum (one narrow-strobe
+    W beat), then lets writes go again. Reads keep flowing meanwhile. A failed read answers the
+    read's status and writes nothing.
+
+    AXI -> response
+    ---------------
+    ``READ_RESP`` (``rdata_out``, class RDATA) and ``WRITE_RESP`` (``wresp_out``, class WRESP) carry
+    ``inc``, ``tag`` and ``length`` of their request, ``src`` = ``port``, ``dst`` = the request's
+    ``src``, ``status`` = the AXI response (for reads: that of the first beat; a DECERR read still
+    carries its ``length`` of zero bytes, so framing never changes), ``addr`` 0.
+
+    Ordering and throughput
+    -----------------------
+    * Up to ``outstanding`` READs are in flight, each with its own AXI ID and context (tag, src,
+      inc, length, byte offset), so a subordinate may answer them in any order. The subordinate
+      must not interleave the R beats of different bursts (AxiMemory and cocotbext-axi's AxiRam do
+      not). A stream of 4 KB READs keeps R at one beat per cycle apart from one cycle per burst
+      for the response header, and ``rdata_out`` at one flit per cycle (header + 128 flits).
+    * All WRITEs use AXI ID 0, in arrival order, so a subordinate that keeps same-ID order commits
+      them in order: a completion flag written after its data becomes visible after the data.
+      Back-to-back WRITE packets are accepted at one flit per cycle.
+    * Packets of the wrong opcode for their input are dropped through their ``last`` flit and
+      counted in ``dropped``.
+
+    Parameters
+    ----------
+    params : FabricParams
+    port : int
+        This endpoint's port number (``src`` of every response).
+    outstanding : int
+        READs in flight (1-64).
+
+    Members
+    -------
+    req_in : In(packet_signature(params))
+        Received REQ-class packets (READ, ATOMIC_ADD).
+    write_in : In(packet_signature(params))
+        Received WRITE-class packets.
+    rdata_out : Out(packet_signature(params))
+        READ_RESP packets to send.
+    wresp_out : Out(packet_signature(params))
+        WRITE_RESP packets to send.
+    axi : Out(axi_signature(bridge_axi_params(params, outstanding)))
+    dropped : Out(16)
+        Packets dropped for a wrong opcode or class (wraps).
+    rejected : Out(16)
+        Requests answered with SLVERR by the bridge itself (wraps).
+    """
+
+    def __init__(self, params, *, port=0, outstanding=16):
+        if not isinstance(params, FabricParams):
+            raise TypeError(f"params must be a FabricParams, not {params!r}")
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port < params.ports:
+            raise ValueError(f"port must be an integer between 0 and {params.ports - 1}, not {port!r}")
+        if not isinstance(outstanding, int) or isinstance(outstanding, bool) or not 1 <= outstanding <= 64:
+            raise ValueError(f"outstanding must be an integer between 1 and 64, not {outstanding!r}")
+        self._params, self._port, self._outstanding = params, port, outstanding
+        self._axi_params = bridge_axi_params(params, outstanding)
+        pkt = packet_signature(params)
+        super().__init__({
+            "req_in":    In(pkt),
+            "write_in":  In(pkt),
+            "rdata_out": Out(pkt),
+            "wresp_out": Out(pkt),
+            "axi":       Out(axi_signature(self._axi_params)),
+            "dropped":   Out(16),
+            "rejected":  Out(16),
+        })
+
+    @property
+    def axi_params(self):
+        return self._axi_params
+
+    def elaborate(self, platform):
+        m = Module()
+        P, axi = self._params, self.axi
+        fb, lg = P.flit_bytes, exact_log2(P.flit_bytes)
+        n = self._outstanding
+        atom_id = n
+        hdr_layout = P.header_layout
+
+        def legal(h):
+            """Whether a READ/WRITE header describes an access this bridge performs (see above)."""
+            off = h.addr[:lg]
+            in_flit = (off + h.length) <= fb
+            crosses = (h.addr[:exact_log2(AXI_BOUNDARY)] + h.length) > AXI_BOUNDARY
+            too_long = h.length > min(P.max_payload, 256 * fb)
+            return (h.length != 0) & ~too_long & ~crosses & ((off == 0) | in_flit)
+
+        def load_ax(reg, valid, *, id, addr, beats, inc):
+            """Load a registered AR/AW: INCR burst of full-width beats from the flit holding addr."""
+            return [valid.eq(1), reg.id.eq(id), reg.addr.eq(Cat(Const(0, lg), addr[lg:])),
+                    reg.len.eq(beats - 1), reg.size.eq(lg), reg.burst.eq(Burst.INCR),
+                    reg.user.eq(inc)]
+
+        def beats_of(h):
+            return (h.addr[:lg] + h.length + (fb - 1)) >> lg
+
+        def response_header(view, *, opcode, inc, status, dst, length, tag):
+            cls = MsgClass.RDATA if opcode == Opcode.READ_RESP else MsgClass.WRESP
+            return [view.opcode.eq(opcode), view.msg_class.eq(cls), view.inc.eq(inc),
+                    view.status.eq(status), view.src.eq(self._port), view.dst.eq(dst),
+                    view.length.eq(length), view.tag.eq(tag), view.addr.eq(0)]
+
+        def byte_keep(lo, hi):
+            """Per-byte mask of a flit: bytes ``lo <= b < hi`` (a signal, so it is built once)."""
+            keep = Signal(fb)
+            m.d.comb += keep.eq(Cat(*[(Const(b, lg + 1) >= lo) & (b < hi) for b in range(fb)]))
+            return keep
+
+        def expand(strb):
+            bits = Signal(8 * fb)
+            m.d.comb += bits.eq(Cat(*[strb[b].replicate(8) for b in range(fb)]))
+            return bits
+
+        # --- counters ---------------------------------------------------------------------------
+        dropped, rejected = Signal(16), Signal(16)
+        drop_r, drop_w, rej_r, rej_w = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += [dropped.eq(dropped + drop_r + drop_w), rejected.eq(rejected + rej_r + rej_w)]
+        m.d.comb += [self.dropped.eq(dropped), self.rejected.eq(rejected)]
+
+        # --- AR and AW: registered stream outputs, shared with the atomic unit -----------------
+        ar_v, ar = Signal(), Signal(self._axi_params.ax_layout)
+        ar_can = ~ar_v | axi.ar.ready
+        m.d.comb += [axi.ar.valid.eq(ar_v), axi.ar.payload.eq(ar)]
+        with m.If(axi.ar.ready):
+            m.d.sync += ar_v.eq(0)
+        aw_v, aw = Signal(), Signal(self._axi_params.ax_layout)
+        aw_can = ~aw_v | axi.aw.ready
+        m.d.comb += [axi.aw.valid.eq(aw_v), axi.aw.payload.eq(aw)]
+        with m.If(axi.aw.ready):
+            m.d.sync += aw_v.eq(0)
+
+        # --- write contexts: one per AW or locally answered request, in order -------------------
+        wctx_layout = data.StructLayout({"tag": P.tag_width, "src": P.port_bits, "inc": 1,
+                                         "length": P.length_width, "local": 1, "status": 3})
+        m.submodules.wctx = wctx = SyncFIFOBuffered(width=wctx_layout.size, depth=16)
+        wctx_in = Signal(wctx_layout)
+        m.d.comb += wctx.w_data.eq(wctx_in)
+        w_inflight = Signal(range(32))  # AWs issued whose B has not come back
+        aw_issue, b_fire = Signal(), Signal()
+        m.d.sync += w_inflight.eq(w_inflight + aw_issue - b_fire)
+
+        # --- read contexts, one per AXI read ID --------------------------------------------------
+        rctx_layout = data.StructLayout({"tag": P.tag_width, "src": P.port_bits, "inc": 1,
+                                         "length": P.length_width, "off": lg})
+        rctx = [Signal(rctx_layout, name=f"rctx{i}") for i in range(n)]
+        id_busy, id_alloc, id_free = Signal(n), Signal(n), Signal(n)
+        m.d.sync += id_busy.eq((id_busy | id_alloc) & ~id_free)
+        free_id = Signal(range(n))
+        for i in reversed(range(n)):
+            with m.If(~id_busy[i]):
+                m.d.comb += free_id.eq(i)
+        any_free = ~id_busy.all()
+
+        # READs refused by the bridge, answered by the READ_RESP generator between packets.
+        rerr_layout = data.StructLayout({"tag": P.tag_width, "src": P.port_bits, "inc": 1})
+        m.submodules.rerr = rerr = SyncFIFOBuffered(width=rerr_layout.size, depth=4)
+        rerr_in = Signal(rerr_layout)
+        m.d.comb += rerr.w_data.eq(rerr_in)
+
+        # --- atomic unit --------------------------------------------------------------------------
+        atom = Signal(data.StructLayout({"tag": P.tag_width, "src": P.port_bits, "inc": 1,
+                                         "addr": P.addr_width, "addend": P.length_width}))
+        atom_sum, atom_resp = Signal(32), Signal(Resp)
+        rh = hdr_layout(self.req_in.payload.data[:hdr_layout.size])
+        rh_atomic = (rh.opcode == Opcode.ATOMIC_ADD) & (rh.msg_class == MsgClass.REQ)
+        rh_read = (rh.opcode == Opcode.READ) & (rh.msg_class == MsgClass.REQ)
+        req_skip = Signal()       # dropping the tail of a malformed multi-flit REQ packet
+        read_loads_ar = Signal()  # the read path takes the AR register this cycle
+        atom_r_fire = Signal()    # the atomic unit's R beat is taken this cycle
+        atom_push = Signal()      # the atomic unit pushes a write context (it wins over WRITEs)
+        with m.If(atom_push):
+            m.d.comb += wctx.w_en.eq(1)
+
+        with m.FSM(name="atomic") as atom_fsm:
+            with m.State("IDLE"):
+                with m.If(~req_skip & self.req_in.valid & rh_atomic):
+                    with m.If(rh.addr[:2] == 0):
+                        m.d.comb += self.req_in.ready.eq(1)
+                        m.d.sync += [atom.tag.eq(rh.tag), atom.src.eq(rh.src), atom.inc.eq(rh.inc),
+                                     atom.addr.eq(rh.addr), atom.addend.eq(rh.length)]
+                        m.next = "DRAIN"
+                    with m.Elif(wctx.w_rdy):
+                        m.d.comb += [self.req_in.ready.eq(1), atom_push.eq(1), rej_r.eq(1),
+                                     wctx_in.tag.eq(rh.tag), wctx_in.src.eq(rh.src),
+                                     wctx_in.inc.eq(rh.inc), wctx_in.length.eq(4),
+                                     wctx_in.local.eq(1), wctx_in.status.eq(Resp.SLVERR)]
+            with m.State("DRAIN"):
+                # Every earlier write has its B response and new ones are held back, so nothing
+                # through this bridge can land between our read and our write.
+                with m.If(w_inflight == 0):
+                    m.next = "AR"
+            with m.State("AR"):
+                with m.If(~read_loads_ar & ar_can):
+                    m.d.sync += load_ax(ar, ar_v, id=atom_id, addr=atom.addr, beats=1, inc=atom.inc)
+                    m.next = "RWAIT"
+            with m.State("RWAIT"):
+                # The R router below hands the beat over and latches the sum and the response.
+                with m.If(atom_r_fire):
+                    with m.If(axi.r.payload.resp == Resp.OKAY):
+                        m.next = "AW"
+                    with m.Else():
+                        m.next = "ERR"
+            with m.State("AW"):
+                with m.If(aw_can & wctx.w_rdy):
+                    m.d.comb += [aw_issue.eq(1), atom_push.eq(1),
+                                 wctx_in.tag.eq(atom.tag), wctx_in.src.eq(atom.src),
+                                 wctx_in.inc.eq(atom.inc), wctx_in.length.eq(4)]
+                    m.d.sync += load_ax(aw, aw_v, id=0, addr=atom.addr, beats=1, inc=atom.inc)
+                    m.next = "W"
+            with m.State("W"):
+                # The single W beat is driven at the end (the write path is idle meanwhile).
+                with m.If(axi.w.ready):
+                    m.next = "IDLE"
+            with m.State("ERR"):
+                with m.If(wctx.w_rdy):
+                    m.d.comb += [atom_push.eq(1), wctx_in.tag.eq(atom.tag), wctx_in.src.eq(atom.src),
+                                 wctx_in.inc.eq(atom.inc), wctx_in.length.eq(4),
+                                 wctx_in.local.eq(1), wctx_in.status.eq(atom_resp)]
+                    m.next = "IDLE"
+        atom_busy = ~atom_fsm.ongoing("IDLE")
+
+        # --- REQ input: READ (and dropping) -------------------------------------------------------
+        with m.If(self.req_in.valid & self.req_in.ready):
+            m.d.sync += req_skip.eq(~self.req_in.payload.last)
+        with m.If(req_skip):
+            m.d.comb += self.req_in.ready.eq(1)
+        with m.Elif(self.req_in.valid & rh_read):
+            with m.If(legal(rh)):
+                with m.If(any_free & ar_can):
+                    m.d.comb += [self.req_in.ready.eq(1), read_loads_ar.eq(1),
+                                 id_alloc.eq(Const(1, n) << free_id)]
+                    m.d.sync += load_ax(ar, ar_v, id=free_id, addr=rh.addr, beats=beats_of(rh),
+                                        inc=rh.inc)
+                    for i in range(n):
+                        with m.If(free_id == i):
+                            m.d.sync += [rctx[i].tag.eq(rh.tag), rctx[i].src.eq(rh.src),
+                                         rctx[i].inc.eq(rh.inc), rctx[i].length.eq(rh.length),
+                                         rctx[i].off.eq(rh.addr[:lg])]
+            with m.Elif(rerr.w_rdy):
+                m.d.comb += [self.req_in.ready.eq(1), rerr.w_en.eq(1), rej_r.eq(1),
+                             rerr_in.tag.eq(rh.tag), rerr_in.src.eq(rh.src), rerr_in.inc.eq(rh.inc)]
+        with m.Elif(self.req_in.valid & ~rh_atomic):
+            m.d.comb += [self.req_in.ready.eq(1), drop_r.eq(1)]
+
+        # --- R -> READ_RESP packets -------------------------------------------------------------
+        ro_v, ro = Signal(), Signal(P.flit_layout)
+        ro_can = ~ro_v | self.rdata_out.ready
+        m.d.comb += [self.rdata_out.valid.eq(ro_v), self.rdata_out.payload.eq(ro)]
+        with m.If(self.rdata_out.ready):
+            m.d.sync += ro_v.eq(0)
+        r = axi.r.payload
+        sel = Signal(rctx_layout)     # context of the burst on R
+        with m.Switch(r.id):
+            for i in range(n):
+                with m.Case(i):
+                    m.d.comb += sel.eq(rctx[i])
+        cur = Signal(rctx_layout)     # context of the burst being forwarded
+        cur_id = Signal(range(n))
+        remaining = Signal(P.length_width)
+        rerr_head = rerr_layout(rerr.r_data)
+        out_hdr = Signal(hdr_layout)
+        with m.FSM(name="rdata"):
+            with m.State("HEADER"):
+                with m.If(rerr.r_rdy & ro_can):
+                    m.d.comb += [rerr.r_en.eq(1),
+                                 *response_header(out_hdr, opcode=Opcode.READ_RESP, inc=rerr_head.inc,
+                                                  status=Resp.SLVERR, dst=rerr_head.src, length=0,
+                                                  tag=rerr_head.tag)]
+                    m.d.sync += [ro_v.eq(1), ro.data.eq(out_hdr.as_value()), ro.last.eq(1)]
+                with m.Elif(axi.r.valid & (r.id == atom_id)):
+                    with m.If(atom_fsm.ongoing("RWAIT")):
+                        m.d.comb += [axi.r.ready.eq(1), atom_r_fire.eq(1)]
+                        word = r.data.word_select(atom.addr[2:lg], 32)
+                        m.d.sync += [atom_sum.eq(word + atom.addend), atom_resp.eq(r.resp)]
+                with m.Elif(axi.r.valid & ro_can):
+                    m.d.comb += response_header(out_hdr, opcode=Opcode.READ_RESP, inc=sel.inc,
+                                                status=r.resp, dst=sel.src, length=sel.length,
+                                                tag=sel.tag)
+                    m.d.sync += [ro_v.eq(1), ro.data.eq(out_hdr.as_value()), ro.last.eq(0),
+                                 cur.eq(sel), cur_id.eq(r.id), remaining.eq(sel.length)]
+                    m.next = "DATA"
+            with m.State("DATA"):
+                m.d.comb += axi.r.ready.eq(ro_can)
+                with m.If(axi.r.valid & ro_can):
+                    # Sub-flit reads: the requested bytes move down to payload byte 0; bytes past
+                    # the length are zero, as the protocol requires.
+                    shifted = r.data >> Cat(Const(0, 3), cur.off)
+                    keep = expand(byte_keep(0, remaining))
+                    m.d.sync += [ro_v.eq(1), ro.data.eq(shifted & keep), ro.last.eq(r.last),
+                                 remaining.eq(Mux(remaining > fb, remaining - fb, 0))]
+                    with m.If(r.last):
+                        m.d.comb += id_free.eq(Const(1, n) << cur_id)
+                        m.next = "HEADER"
+
+        # --- WRITE input -> AW + W ----------------------------------------------------------------
+        wh = hdr_layout(self.write_in.payload.data[:hdr_layout.size])
+        w_off, w_rem = Signal(lg), Signal(P.length_width)
+        w = axi.w.payload
+        with m.FSM(name="write"):
+            with m.State("HEADER"):
+                is_write = (wh.opcode == Opcode.WRITE) & (wh.msg_class == MsgClass.WRITE)
+                good = is_write & legal(wh) & ~self.write_in.payload.last
+                with m.If(self.write_in.valid & good):
+                    with m.If(~atom_busy & ~atom_push & aw_can & wctx.w_rdy):
+                        m.d.comb += [self.write_in.ready.eq(1), aw_issue.eq(1), wctx.w_en.eq(1),
+                                     wctx_in.tag.eq(wh.tag), wctx_in.src.eq(wh.src),
+                                     wctx_in.inc.eq(wh.inc), wctx_in.length.eq(wh.length)]
+                        m.d.sync += [*load_ax(aw, aw_v, id=0, addr=wh.addr, beats=beats_of(wh),
+                                              inc=wh.inc),
+                                     w_off.eq(wh.addr[:lg]), w_rem.eq(wh.length)]
+                        m.next = "DATA"
+                with m.Elif(self.write_in.valid & is_write):
+                    with m.If(~atom_push & wctx.w_rdy):
+                        m.d.comb += [self.write_in.ready.eq(1), wctx.w_en.eq(1), rej_w.eq(1),
+                                     wctx_in.tag.eq(wh.tag), wctx_in.src.eq(wh.src),
+                                     wctx_in.inc.eq(wh.inc), wctx_in.length.eq(wh.length),
+                                     wctx_in.local.eq(1), wctx_in.status.eq(Resp.SLVERR)]
+                        with m.If(~self.write_in.payload.last):
+                            m.next = "DROP"
+                with m.Elif(self.write_in.valid):
+                    m.d.comb += [self.write_in.ready.eq(1), drop_w.eq(1)]
+                    with m.If(~self.write_in.payload.last):
+                        m.next = "DROP"
+            with m.State("DATA"):
+                final = w_rem <= fb
+                m.d.comb += [
+                    axi.w.valid.eq(self.write_in.valid), self.write_in.ready.eq(axi.w.ready),
+                    w.data.eq(self.write_in.payload.data << Cat(Const(0, 3), w_off)),
+                    w.strb.eq(byte_keep(w_off, w_off + w_rem)),
+                    w.last.eq(final | self.write_in.payload.last),
+                ]
+                with m.If(self.write_in.valid & axi.w.ready):
+                    m.d.sync += w_rem.eq(w_rem - fb)
+                    with m.If(self.write_in.payload.last):
+                        m.next = "HEADER"
+                    with m.Elif(final):
+                        # More payload than the length says: the burst is complete; drop the rest.
+                        m.next = "DROP"
+            with m.State("DROP"):
+                m.d.comb += self.write_in.ready.eq(1)
+                with m.If(self.write_in.valid & self.write_in.payload.last):
+                    m.next = "HEADER"
+
+        with m.If(atom_fsm.ongoing("W")):
+            lane = atom.addr[2:lg]
+            m.d.comb += [axi.w.valid.eq(1), w.data.eq(atom_sum << Cat(Const(0, 5), lane)),
+                         w.strb.eq(Const(0xF, fb) << Cat(Const(0, 2), lane)), w.last.eq(1)]
+
+        # --- B -> WRITE_RESP packets --------------------------------------------------------------
+        bo_v, bo = Signal(), Signal(P.flit_layout)
+        bo_can = ~bo_v | self.wresp_out.ready
+        m.d.comb += [self.wresp_out.valid.eq(bo_v), self.wresp_out.payload.eq(bo)]
+        with m.If(self.wresp_out.ready):
+            m.d.sync += bo_v.eq(0)
+        whead = wctx_layout(wctx.r_data)
+        b_hdr = Signal(hdr_layout)
+        take = wctx.r_rdy & bo_can & (whead.local | axi.b.valid)
+        m.d.comb += [axi.b.ready.eq(wctx.r_rdy & bo_can & ~whead.local),
+                     b_fire.eq(axi.b.valid & axi.b.ready)]
+        with m.If(take):
+            m.d.comb += [wctx.r_en.eq(1),
+                         *response_header(b_hdr, opcode=Opcode.WRITE_RESP, inc=whead.inc,
+                                          status=Mux(whead.local, whead.status, axi.b.payload.resp),
+                                          dst=whead.src, length=whead.length, tag=whead.tag)]
+            m.d.sync += [bo_v.eq(1), bo.data.eq(b_hdr.as_value()), bo.last.eq(1)]
+        return m

@@ -1,0 +1,263 @@
+"""Block quantizer: exact sums to FP16/BF16 (RNE), or to INT8 blocks with a new FP16 scale."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from ..dtype import DType, DatapathStatus
+from .common import (SUM_WIDTH, FloatRounder, wire, block_flits, check_params, lanes16, lanes8,
+                     output_layout, register, sum_layout)
+
+
+__all__ = ["BlockQuantizer"]
+
+_FP16_QNAN, _FP16_INF, _FP16_MAX = 0x7E00, 0x7C00, 0x7BFF
+_BF16_QNAN, _BF16_INF = 0x7FC0, 0x7F80
+_MAG_WIDTH = SUM_WIDTH - 1   # |V| < 2**51
+_DIV_CHUNK = 13              # quotient bits of 2M/127 per pipeline stage
+_LANE_MAG_WIDTH = 45         # FP16/BF16: |T| < 8 * 2**40
+
+
+class BlockQuantizer(wiring.Component):
+    """Round exact sums to the output format.
+
+    * FP16: ``RNE_fp16(sum * 2**-24)``; BF16: ``RNE_bf16(sum * 2**(exp - 166))``; subnormals kept,
+      an exact zero gives +0, overflow gives +-Inf and OVERFLOW. Non-finite inputs override the
+      lane: ``nan`` -> canonical NaN (0x7E00 / 0x7FC0), else ``pinf``/``ninf`` -> +-Inf, and
+      INVALID (never OVERFLOW). ``scale`` = 0, ``status`` = OR over the flit's lanes.
+    * INT8 (INQ): a block is ``block_flits(flit_width)`` flits (64 elements); the first INT8 flit
+      after reset or after a ``last`` starts one, and a ``last`` also ends a short block. Per block
+      ``M = max |V|``; ``scale = RNE_fp16(M * 2**-24 / 127)``, computed exactly by long division
+      (``2M / 127`` to the last bit, plus a sticky bit), saturated to 0x7BFF with OVERFLOW. Per
+      element ``q = clamp(RNE(V / S), -127, 127)`` with ``S = scale * 2**24``, by a restoring
+      divider with exact tie detection (``q = 0`` when ``scale == 0``). If the block has a bad
+      input scale (``bad``), every ``q`` is 0, ``scale`` = 0x7E00 and ``status`` = INVALID. Every
+      flit of a block carries the block's ``scale`` and ``status``.
+
+    Implementation: the flits enter a FIFO of ``block_flits + 4`` entries while a running
+    ``max |V|`` is kept; a block's ``M`` is pushed to a second FIFO when its last flit is written.
+    The head flit of an INT8 block leaves the FIFO once its block's ``M`` is known, so the block's
+    first flit waits for its last, and a stall anywhere is absorbed without losing a cycle.
+
+    Parameters
+    ----------
+    flit_width : int
+        64, 128, 256 or 512.
+
+    Members
+    -------
+    i : In(stream.Signature(sum_layout(flit_width)))
+    o : Out(stream.Signature(output_layout(flit_width)))
+
+    Latency (no stalls): ``INPUT_STAGES`` + FIFO (2 cycles) + ``OUTPUT_STAGES`` cycles, plus, for
+    INT8, the time until the block's last flit has arrived.
+    """
+
+    INPUT_STAGES = 1
+    FIFO_LATENCY = 2
+    OUTPUT_STAGES = 9
+
+    def __init__(self, *, flit_width=256):
+        check_params(2, flit_width)
+        self.flit_width = flit_width
+        self.fifo_depth = block_flits(flit_width) + 4
+        super().__init__({
+            "i": In(stream.Signature(sum_layout(flit_width))),
+            "o": Out(stream.Signature(output_layout(flit_width))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        w = self.flit_width
+        l16, l8, nflits = lanes16(w), lanes8(w), block_flits(w)
+        ip = self.i.payload
+
+        entry = data.StructLayout({"s": sum_layout(w), "block_end": 1})
+        m.submodules.fifo = dfifo = fifo.SyncFIFOBuffered(width=entry.size, depth=self.fifo_depth)
+        mentry = data.StructLayout({"m": _MAG_WIDTH, "bad": 1})
+        m.submodules.mfifo = mfifo = fifo.SyncFIFO(width=mentry.size, depth=self.fifo_depth + 1)
+
+        # ---- Input side: |V| per lane, max over the flit, running max over the block.
+        en_a = Signal()
+        a_valid = Signal()
+        can_write = dfifo.w_rdy & mfifo.w_rdy
+        m.d.comb += [en_a.eq(~a_valid | can_write), self.i.ready.eq(en_a)]
+        with m.If(en_a):
+            m.d.sync += a_valid.eq(self.i.valid)
+        a_s = register(m, en_a, ip, "a_s")
+        # Two levels of the lane max tree before the register, the rest after it.
+        mags = [wire(m, Mux(ip.sum[lane] < 0, -ip.sum[lane], ip.sum[lane])[:_MAG_WIDTH], f"mag_l{lane}")
+                for lane in range(l8)]
+
+        def max_tree(values, tag, levels=None):
+            level = 0
+            while len(values) > 1 and (levels is None or level < levels):
+                values = [wire(m, Mux(values[j + 1] > values[j], values[j + 1], values[j]),
+                               f"{tag}_{level}_{j}") if j + 1 < len(values) else values[j]
+                          for j in range(0, len(values), 2)]
+                level += 1
+            return values
+
+        partial = [register(m, en_a, v, f"a_max_{j}", shape=_MAG_WIDTH)
+                   for j, v in enumerate(max_tree(mags, "lmax", levels=2))]
+        flit_max = wire(m, max_tree(partial, "fmax")[0], "flit_max")
+
+        idx = Signal(range(nflits), name="blk_idx")
+        acc_m = Signal(_MAG_WIDTH, name="blk_max")
+        acc_bad = Signal(name="blk_bad")
+        a_int8 = a_s.dtype == DType.INT8
+        block_end = a_int8 & ((idx == nflits - 1) | a_s.last)
+        new_m = Mux(flit_max > acc_m, flit_max, acc_m)
+        new_bad = acc_bad | a_s.bad
+        write = Signal()
+        m.d.comb += write.eq(a_valid & can_write)
+        w_entry = data.View(entry, dfifo.w_data)
+        m_entry = data.View(mentry, mfifo.w_data)
+        m.d.comb += [
+            dfifo.w_en.eq(write),
+            w_entry.s.eq(a_s),
+            w_entry.block_end.eq(block_end),
+            mfifo.w_en.eq(write & block_end),
+            m_entry.m.eq(new_m),
+            m_entry.bad.eq(new_bad),
+        ]
+        with m.If(write):
+            with m.If(block_end | a_s.last):
+                m.d.sync += [idx.eq(0), acc_m.eq(0), acc_bad.eq(0)]
+            with m.Elif(a_int8):
+                m.d.sync += [idx.eq(idx + 1), acc_m.eq(new_m), acc_bad.eq(new_bad)]
+
+        # ---- Output side: one pipeline, every register loads on en_b.
+        en_b = Signal()
+        m.d.comb += en_b.eq(~self.o.valid | self.o.ready)
+        head = data.View(entry, dfifo.r_data)
+        mhead = data.View(mentry, mfifo.r_data)
+        head_int8 = head.s.dtype == DType.INT8
+        head_ok = dfifo.r_rdy & (~head_int8 | mfifo.r_rdy)
+        take = en_b & head_ok
+        m.d.comb += [dfifo.r_en.eq(take), mfifo.r_en.eq(take & head_int8 & head.block_end)]
+
+        def ride(values, stage):
+            return {k: register(m, en_b, v, f"{k}_s{stage}") for k, v in values.items()}
+
+        # s1..s4: 2M / 127 by long division, _DIV_CHUNK quotient bits per stage. The remainder
+        # stays below 127, so each step is an 8-bit compare-and-subtract.
+        num = Cat(Const(0, 1), mhead.m)
+        nbits = len(num)
+        rem = Const(0, 7)
+        quo = Const(0, nbits)
+        info = {"valid": head_ok, "dtype": head.s.dtype, "last": head.s.last,
+                "sum": head.s.sum, "exp": head.s.exp, "nan": head.s.nan, "pinf": head.s.pinf,
+                "ninf": head.s.ninf, "bad": mhead.bad}
+        hi = nbits - 1
+        stage = 1
+        while hi >= 0:
+            lo = max(hi - _DIV_CHUNK + 1, 0)
+            bits = {}
+            for pos in range(hi, lo - 1, -1):
+                r2 = wire(m, Cat(num[pos], rem), f"div_r2_{pos}")
+                ge = wire(m, r2 >= 127, f"div_ge_{pos}")
+                rem = wire(m, Mux(ge, r2 - 127, r2)[:7], f"div_rem_{pos}")
+                bits[pos] = ge
+            quo = Cat(*(bits.get(pos, quo[pos]) for pos in range(nbits)))
+            rem = register(m, en_b, rem, f"div_rem_s{stage}", shape=7)
+            quo = register(m, en_b, quo, f"div_quo_s{stage}", shape=nbits)
+            num = register(m, en_b, num, f"div_num_s{stage}", shape=nbits)
+            info = ride(info, stage)
+            hi = lo - 1
+            stage += 1
+        div_stages = stage - 1
+        # t = 2 * floor(2M / 127) + sticky: rounding t * 2**-26 (two or more bits are always
+        # dropped, see FloatRounder's c = 2) gives the correctly rounded M * 2**-24 / 127.
+        t = Cat(rem.any(), quo)
+        scale_rnd = FloatRounder(m, en_b, t, Const(0, 1), Const(2, signed(4)), False, "scale")
+        info = ride(ride(info, stage), stage + 1)
+        stage += 2
+        s_sat = scale_rnd.overflow
+        s_bits = Mux(s_sat, _FP16_MAX, scale_rnd.bits)
+
+        # FP16/BF16 lanes: round from here (two stages, results in the same stage as Q2 below).
+        rnd = []
+        is_bf16 = info["dtype"] == DType.BF16
+        for lane in range(l16):
+            total = info["sum"][lane]
+            c = Mux(is_bf16, 33 - info["exp"][lane], 0)
+            rnd.append(FloatRounder(m, en_b, Mux(total < 0, -total, total)[:_LANE_MAG_WIDTH], total < 0,
+                                    c, is_bf16, f"lane{lane}"))
+
+        # Q1: S = D << sh; W = (2|V|) >> sh, so 2V/S = W/D up to the bits in `low`; x >= 128
+        # (saturate) iff W >= D << 8, else W < 2**19 and 8 restoring steps give 2V/S.
+        s_exp, s_frac = s_bits[10:15], s_bits[:10]
+        d_val = Mux(s_exp == 0, s_frac, Cat(s_frac, 1))[:11]
+        d_sh = Mux(s_exp == 0, 0, s_exp - 1)[:5]
+        q1 = {}
+        for lane in range(l8):
+            v = info["sum"][lane]
+            twice = Cat(Const(0, 1), Mux(v < 0, -v, v)[:_MAG_WIDTH])
+            wq = Signal(len(twice), name=f"q1w_l{lane}")
+            m.d.comb += wq.eq(twice >> d_sh)
+            low = (twice & ~(Const((1 << len(twice)) - 1, len(twice)) << d_sh)[:len(twice)]).any()
+            q1[lane] = ride({"w": wq[:19], "low": low, "sat": wq >= (d_val << 8), "neg": v < 0}, stage)
+        blk = ride({"d": d_val, "scale": s_bits, "ovf": s_sat}, stage)
+        info = ride({k: info[k] for k in ("valid", "dtype", "last", "nan", "pinf", "ninf", "bad")}, stage)
+        stage += 1
+
+        # Q2, Q3: restoring division W / D, 4 quotient bits per stage.
+        def restore(rem_value, d, bits_from, bits_to, lane):
+            qbits = []
+            for b in range(bits_from, bits_to - 1, -1):
+                sub = d << b
+                ge = wire(m, rem_value >= sub, f"qdiv_ge_l{lane}_{b}")
+                rem_value = wire(m, Mux(ge, rem_value - sub, rem_value)[:19], f"qdiv_r_l{lane}_{b}")
+                qbits.append(ge)
+            return rem_value, Cat(*reversed(qbits))
+        q2 = {}
+        for lane in range(l8):
+            r, qh = restore(q1[lane]["w"], blk["d"], 7, 4, lane)
+            q2[lane] = ride({"r": r, "qh": qh, "low": q1[lane]["low"], "sat": q1[lane]["sat"],
+                             "neg": q1[lane]["neg"]}, stage)
+        blk = ride(blk, stage)
+        info = ride(info, stage)
+        stage += 1
+
+        q_out = []
+        for lane in range(l8):
+            r, ql = restore(q2[lane]["r"], blk["d"], 3, 0, lane)
+            q8 = Cat(ql, q2[lane]["qh"])            # floor(2|V| / S)
+            qi, half = q8[1:], q8[0]
+            sticky = r.any() | q2[lane]["low"]
+            up = half & (sticky | qi[0])
+            qm = Signal(8, name=f"qm_l{lane}")
+            m.d.comb += qm.eq(Mux(q2[lane]["sat"] | ((qi + up) > 127), 127, qi + up))
+            zero = (blk["scale"] == 0) | info["bad"]
+            q_out.append(Mux(zero, 0, Mux(q2[lane]["neg"], -qm, qm))[:8])
+
+        f_out, f_inv, f_ovf = [], [], []
+        for lane in range(l16):
+            nan, pinf, ninf = info["nan"][lane], info["pinf"][lane], info["ninf"][lane]
+            bf = info["dtype"] == DType.BF16
+            inf = Mux(bf, _BF16_INF, _FP16_INF)
+            special = Mux(nan, Mux(bf, _BF16_QNAN, _FP16_QNAN), Mux(pinf, inf, inf | 0x8000))
+            invalid = nan | pinf | ninf
+            f_out.append(Mux(invalid, special, rnd[lane].bits)[:16])
+            f_inv.append(invalid)
+            f_ovf.append(rnd[lane].overflow & ~invalid)
+        int8 = info["dtype"] == DType.INT8
+        f_status = Cat(Cat(*f_ovf).any(), Cat(*f_inv).any())
+        i_status = Mux(info["bad"], DatapathStatus.INVALID.value,
+                       Mux(blk["ovf"], DatapathStatus.OVERFLOW.value, 0))
+        out = {
+            "valid": info["valid"],
+            "dtype": info["dtype"],
+            "last": info["last"],
+            "data": Mux(int8, Cat(*q_out), Cat(*f_out)),
+            "scale": Mux(int8, Mux(info["bad"], _FP16_QNAN, blk["scale"]), 0),
+            "status": Mux(int8, i_status, f_status),
+        }
+        out = ride(out, stage)
+        assert stage == self.OUTPUT_STAGES, stage
+        m.d.comb += self.o.valid.eq(out["valid"])
+        for k in ("dtype", "last", "data", "scale", "status"):
+            m.d.comb += self.o.payload[k].eq(out[k])
+        return m

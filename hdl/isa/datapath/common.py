@@ -1,0 +1,226 @@
+"""Parameters, payload layouts and small arithmetic generators shared by the datapath blocks.
+
+Widths (N <= 8 participants, see ``docs/DATAPATH.md``):
+
+* ``TERM_WIDTH`` = 48: one participant's exact term in units of its mode's fixed point: an FP16 value
+  times 2**24 (``|X| < 2**40``), a BF16 significand aligned with 32 guard bits (``< 2**40``), or an
+  INT8 product ``q * s * 2**24`` (``|q| <= 128``, ``s * 2**24 < 2**40``, so ``< 2**47``).
+* ``SUM_WIDTH`` = 52: the exact sum of up to 8 terms (``< 2**50``), signed.
+"""
+
+from amaranth.hdl import Const, Mux, Signal, signed, unsigned
+from amaranth.lib import data
+from amaranth.utils import ceil_log2
+
+from ..dtype import BLOCK_ELEMENTS, DType
+
+
+__all__ = ["FLIT_WIDTHS", "TERM_WIDTH", "SUM_WIDTH", "check_params", "lanes16", "lanes8",
+           "block_flits", "input_layout", "output_layout", "dequant_layout", "sum_layout",
+           "bit_length", "wire", "register", "FloatRounder"]
+
+FLIT_WIDTHS = (64, 128, 256, 512)
+MIN_INPUTS, MAX_INPUTS = 2, 8
+TERM_WIDTH = 48
+SUM_WIDTH = 52
+
+
+def check_params(n_inputs, flit_width):
+    """Validate the two datapath parameters.
+
+    Raises
+    ------
+    TypeError
+        If a parameter is not an integer.
+    ValueError
+        If ``n_inputs`` is not between 2 and 8 or ``flit_width`` not one of 64, 128, 256, 512.
+    """
+    for name, value in (("n_inputs", n_inputs), ("flit_width", flit_width)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an integer, not {value!r}")
+    if not MIN_INPUTS <= n_inputs <= MAX_INPUTS:
+        raise ValueError(f"n_inputs must be between {MIN_INPUTS} and {MAX_INPUTS}, not {n_inputs!r}")
+    if flit_width not in FLIT_WIDTHS:
+        raise ValueError(f"flit_width must be 64, 128, 256 or 512, not {flit_width!r}")
+
+
+def lanes16(flit_width):
+    """FP16/BF16 elements per flit."""
+    return flit_width // 16
+
+
+def lanes8(flit_width):
+    """INT8 elements per flit."""
+    return flit_width // 8
+
+
+def block_flits(flit_width):
+    """Flits per INT8 block of 64 elements (1 at 512 bits, 8 at 64 bits)."""
+    return BLOCK_ELEMENTS * 8 // flit_width
+
+
+def input_layout(n_inputs, flit_width):
+    """Payload of :attr:`Datapath.i`: one flit of every participant, and their INT8 block scales."""
+    return data.StructLayout({
+        "dtype": DType,
+        "data":  data.ArrayLayout(flit_width, n_inputs),
+        "scale": data.ArrayLayout(16, n_inputs),
+        "last":  1,
+    })
+
+
+def output_layout(flit_width):
+    """Payload of :attr:`Datapath.o`: one result flit, its block scale and its status."""
+    return data.StructLayout({
+        "dtype":  DType,
+        "data":   flit_width,
+        "scale":  16,
+        "status": 2,
+        "last":   1,
+    })
+
+
+def _participant_layout(flit_width):
+    l16 = lanes16(flit_width)
+    return data.StructLayout({
+        # FP16: x * 2**24; INT8: q * s * 2**24 (zero for a bad scale); BF16: unused.
+        "val":  data.ArrayLayout(signed(TERM_WIDTH), lanes8(flit_width)),
+        # BF16 fields: biased exponent (1 for zeros and subnormals), significand with hidden bit.
+        "bneg": unsigned(l16),
+        "bexp": data.ArrayLayout(8, l16),
+        "bsig": data.ArrayLayout(8, l16),
+        # Non-finite FP16/BF16 inputs, one bit per lane.
+        "nan":  unsigned(l16),
+        "pinf": unsigned(l16),
+        "ninf": unsigned(l16),
+        # INT8: the scale is negative (sign bit set, -0 included), Inf or NaN.
+        "bad":  1,
+    })
+
+
+def dequant_layout(n_inputs, flit_width):
+    """Payload between :class:`Dequantizer` and :class:`TreeReducer`."""
+    return data.StructLayout({
+        "dtype": DType,
+        "part":  data.ArrayLayout(_participant_layout(flit_width), n_inputs),
+        "last":  1,
+    })
+
+
+def sum_layout(flit_width):
+    """Payload between :class:`TreeReducer` and :class:`BlockQuantizer`: exact sums and flags."""
+    l16 = lanes16(flit_width)
+    return data.StructLayout({
+        "dtype": DType,
+        # FP16: T = sum x * 2**24; BF16: T = sum of aligned significands, value T * 2**(E-166);
+        # INT8: V = sum q * s * 2**24. FP16/BF16 use the low lanes16 lanes.
+        "sum":   data.ArrayLayout(signed(SUM_WIDTH), lanes8(flit_width)),
+        "exp":   data.ArrayLayout(8, l16),   # BF16: E, the largest biased exponent of the lane
+        "nan":   unsigned(l16),              # some input is NaN, or both +Inf and -Inf appear
+        "pinf":  unsigned(l16),
+        "ninf":  unsigned(l16),
+        "bad":   1,                          # INT8: some participant's scale is bad
+        "last":  1,
+    })
+
+
+def bit_length(value):
+    """``value.bit_length()`` of an unsigned value, as a balanced tree of priority muxes."""
+    width = len(value)
+    if width == 1:
+        return value[0]
+    half = 1 << (ceil_log2(width) - 1)
+    lo, hi = value[:half], value[half:]
+    hi_len, lo_len = bit_length(hi), bit_length(lo)
+    return Mux(hi.any(), half + hi_len, lo_len)
+
+
+def wire(m, value, name, shape=None):
+    """A combinational signal driven by ``value``: names an intermediate result, and stops an
+    expression that is used several times from being duplicated in the netlist."""
+    sig = Signal(shape if shape is not None else value.shape(), name=name)
+    m.d.comb += sig.eq(value)
+    return sig
+
+
+def register(m, en, value, name, shape=None):
+    """A register (reset to zero) that loads ``value`` on cycles where ``en`` is high."""
+    reg = Signal(shape if shape is not None else value.shape(), name=name)
+    with m.If(en):
+        m.d.sync += reg.eq(value)
+    return reg
+
+
+class FloatRounder:
+    """Round ``(-1)**neg * mag * 2**k`` to FP16 or BF16 with round-to-nearest-even, in two
+    pipeline stages (the registers of each load on ``en``).
+
+    This is :func:`scin.sim.fp.round_fixed` in hardware. The format and ``k`` arrive as
+    ``c = emin - frac_bits - k``: the quantum is ``2**(shift + k)`` with
+    ``shift = max(bit_length(mag) - precision, c)`` bits dropped (a negative ``shift`` is an exact
+    left shift), and the biased exponent field is ``shift - c``. So subnormal results come out
+    without a special case, and a significand that carries out lands in the next exponent by
+    plain addition.
+
+    Parameters
+    ----------
+    m : Module
+    en : Value
+        Pipeline enable.
+    mag : Value
+        Unsigned magnitude.
+    neg : Value
+        Sign of a nonzero ``mag``; an exact zero always gives +0.
+    c : Value
+        Signed, see above (``0`` for an FP16 sum in units of 2**-24, ``33 - E`` for a BF16 sum,
+        ``2`` for the INT8 scale quotient).
+    is_bf16 : Value or bool
+        Target format: BF16 (8-bit precision) when high, else FP16 (11-bit precision).
+    name : str
+
+    Attributes (valid two enabled cycles after the inputs)
+    ----------
+    bits : Signal(16)
+        The rounded bit pattern (+-Inf on overflow).
+    overflow : Signal()
+        The rounded magnitude exceeded the largest finite value.
+    """
+
+    def __init__(self, m, en, mag, neg, c, is_bf16, name):
+        width = len(mag)
+        is_bf16 = Const(is_bf16, 1) if isinstance(is_bf16, bool) else is_bf16
+        # Stage 1: normalise (find the leading one) and choose the quantum.
+        mag = wire(m, mag, f"{name}_mag")
+        length = wire(m, bit_length(mag), f"{name}_len", shape=range(width + 1))
+        prec = Mux(is_bf16, 8, 11)
+        raw = Signal(signed(10), name=f"{name}_raw")
+        m.d.comb += raw.eq(length - prec)
+        shift = Signal(signed(10), name=f"{name}_shift_c")
+        m.d.comb += shift.eq(Mux(raw > c, raw, c))
+        mag1 = register(m, en, mag, f"{name}_mag1")
+        neg1 = register(m, en, neg & mag.any(), f"{name}_neg1")
+        bf1 = register(m, en, is_bf16, f"{name}_bf1")
+        shift1 = register(m, en, shift, f"{name}_shift1")
+        ebias1 = register(m, en, (shift - c)[:10], f"{name}_ebias1", shape=unsigned(10))
+
+        # Stage 2: drop `shift` bits with RNE (guard bit, sticky bits, ties to even) or shift left.
+        # rsh1 = shift - 1: the guard bit's position (only used when shift > 0).
+        rsh1 = wire(m, Mux(shift1 > 0, shift1 - 1, 0)[:ceil_log2(width + 1)], f"{name}_rsh1")
+        below = wire(m, ~(Const((1 << width) - 1, width) << rsh1), f"{name}_below", shape=width)
+        guard_up = wire(m, mag1 >> rsh1, f"{name}_guard_up", shape=width)
+        kept = wire(m, guard_up[1:], f"{name}_kept")
+        guard = guard_up[0]
+        sticky = (mag1 & below).any()
+        rounded = kept + (guard & (sticky | kept[0]))
+        lsh = Signal(range(16), name=f"{name}_lsh")
+        m.d.comb += lsh.eq(Mux(shift1 < 0, -shift1, 0)[:4])
+        exact = (mag1 << lsh)[:13]
+        sig = Signal(13, name=f"{name}_sig")
+        m.d.comb += sig.eq(Mux(shift1 > 0, rounded, exact))
+        body = Signal(20, name=f"{name}_body")
+        m.d.comb += body.eq(Mux(bf1, (ebias1 << 7) + sig, (ebias1 << 10) + sig))
+        inf = Mux(bf1, 0x7F80, 0x7C00)
+        over = mag1.any() & (body >= inf)
+        final = Mux(~mag1.any(), 0, Mux(over, inf, body))[:15]
+        self.bits = register(m, en, (neg1 << 15) | final, f"{name}_bits", shape=unsigned(16))
+        self.overflow = register(m, en, over, f"{name}_ovf")

@@ -1,0 +1,85 @@
+"""The ISA datapath: dequantize -> tree reduce -> quantize, at one flit per cycle."""
+
+from amaranth.hdl import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .block_quantizer import BlockQuantizer
+from .common import check_params, input_layout, output_layout
+from .dequantizer import Dequantizer
+from .tree_reducer import TreeReducer
+
+
+__all__ = ["Datapath"]
+
+
+class Datapath(wiring.Component):
+    """All-Reduce arithmetic of the ISA: one flit of every participant in, one result flit out.
+
+    The arithmetic is that of :mod:`scin.sim.numerics` (``docs/NUMERICS.md``), bit for bit,
+    status flags included; results do not depend on the order of the participants.
+
+    Parameters
+    ----------
+    n_inputs : int
+        Participants, 2 to 8.
+    flit_width : int
+        64, 128, 256 (default, the prototype's 32-byte flit) or 512. FP16/BF16 flits hold
+        ``flit_width/16`` lanes, INT8 flits ``flit_width/8``; an INT8 block of 64 elements spans
+        ``512/flit_width`` flits.
+
+    Members
+    -------
+    i : In(stream.Signature(input_layout(n_inputs, flit_width)))
+        ``dtype``; ``data[p]``, participant ``p``'s flit; ``scale[p]``, participant ``p``'s FP16 scale
+        of the INT8 block this flit belongs to (ignored for FP16/BF16); ``last``, the end of a
+        wave or message (passes through). For INT8, the first flit after reset or after a ``last``
+        starts a block; a wave should be a whole number of blocks (a ``last`` ends a short block,
+        which is then treated as zero-padded, like the golden model does). The dtype may change
+        only at a block boundary.
+    o : Out(stream.Signature(output_layout(flit_width)))
+        ``dtype`` and ``last`` of the input flit; ``data``, the result; ``scale``, the output block
+        scale (INT8; 0 otherwise); ``status``, :class:`DatapathStatus` flags, OR'ed over the
+        flit's elements (INT8: the block's).
+
+    Timing: with no stalls it accepts a flit every cycle, in every mode and across dtype changes.
+    Latency is :attr:`latency` cycles from a flit's transfer on ``i`` to its result's ``valid`` on
+    ``o`` (FP16/BF16, and the last flit of an INT8 block; an INT8 block's earlier flits also wait
+    for that last flit). A stall on ``o`` propagates back to ``i``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On invalid parameters, e.g. "n_inputs must be between 2 and 8, not 9".
+    """
+
+    def __init__(self, *, n_inputs=4, flit_width=256):
+        check_params(n_inputs, flit_width)
+        self.n_inputs = n_inputs
+        self.flit_width = flit_width
+        self._stages = (Dequantizer(n_inputs=n_inputs, flit_width=flit_width),
+                        TreeReducer(n_inputs=n_inputs, flit_width=flit_width),
+                        BlockQuantizer(flit_width=flit_width))
+        super().__init__({
+            "i": In(stream.Signature(input_layout(n_inputs, flit_width))),
+            "o": Out(stream.Signature(output_layout(flit_width))),
+        })
+
+    @property
+    def latency(self):
+        """Cycles from an input transfer to the output ``valid`` (see the class docstring)."""
+        deq, red, quant = self._stages
+        return (deq.LATENCY + red.latency + quant.INPUT_STAGES + quant.FIFO_LATENCY
+                + quant.OUTPUT_STAGES)
+
+    def elaborate(self, platform):
+        m = Module()
+        deq, red, quant = self._stages
+        m.submodules.dequantizer = deq
+        m.submodules.tree_reducer = red
+        m.submodules.block_quantizer = quant
+        wiring.connect(m, wiring.flipped(self.i), deq.i)
+        wiring.connect(m, deq.o, red.i)
+        wiring.connect(m, red.o, quant.i)
+        wiring.connect(m, quant.o, wiring.flipped(self.o))
+        return m

@@ -1,0 +1,209 @@
+"""ISA descriptors (the instructions of the wave controller), completion flags and ISA parameters.
+
+A descriptor is captured once (graph capture: addresses, shapes and sizes are fixed across replays),
+loaded into the instruction buffer, and replayed at every barrier generation of its sync resource.
+``docs/ISA.md`` documents every field; ``tb/test_isa_descriptor.py`` checks that table against
+:data:`descriptor_layout`.
+"""
+
+from dataclasses import dataclass, field
+
+from amaranth.lib import data, enum
+from amaranth.utils import ceil_log2, exact_log2
+
+from ..packet import FabricParams
+from .dtype import DType, BLOCK_ELEMENTS
+
+
+__all__ = ["Op", "FlagMode", "FlagStatus", "descriptor_layout", "flag_layout", "IsaParams",
+           "MAX_PORTS", "check_descriptor"]
+
+#: Width of the participant mask in a descriptor: the format does not change with the switch size.
+MAX_PORTS = 16
+
+
+class Op(enum.Enum, shape=4):
+    """Collective operation. 0 is never valid, so an unloaded (all-zero) slot fails cleanly."""
+    ALLREDUCE      = 1  #: every participant gets the reduction of all participants' buffers
+    REDUCE_SCATTER = 2  #: reserved: participant i gets shard i of the reduction
+    ALLGATHER      = 3  #: reserved
+    BROADCAST      = 4  #: reserved
+    REDUCE         = 5  #: reserved
+    BARRIER        = 6  #: synchronisation only: barrier, then completion flags
+
+
+#: Ops the ISA executes today; the others are reserved encodings and end with ERROR.
+IMPLEMENTED_OPS = (Op.ALLREDUCE, Op.BARRIER)
+
+
+class FlagMode(enum.Enum, shape=1):
+    """When the completion flags are written."""
+    #: After every result write has been acknowledged (the paper's scheme): two more one-way hops,
+    #: but the flag's status covers write errors too.
+    ACKED   = 0
+    #: Right behind the result data, in the same message class (the endpoint commits writes in
+    #: order, so the flag cannot become visible before the data): saves the write-response and
+    #: flag hops. A write error detected afterwards is reported by rewriting the flag with ERROR.
+    ORDERED = 1
+
+
+class FlagStatus(enum.Flag, shape=8):
+    """Status bits of a completion flag; 0 means the result is correct and complete."""
+    OVERFLOW = 1  #: some result overflowed (+-Inf) or an INT8 output scale saturated
+    INVALID  = 2  #: some input was NaN/Inf, or an INT8 input scale was negative or non-finite
+    ERROR    = 4  #: bad descriptor, or an AXI error on a read or a write
+    TIMEOUT  = 8  #: a response never came (watchdog)
+
+
+def descriptor_layout():
+    """The descriptor as a :class:`data.StructLayout` (LSB first). Addresses are 48-bit byte
+    addresses, identical in every participant's memory (symmetric buffers, as in NVLS multicast
+    objects): the ISA derives each participant's addresses from them."""
+    return data.StructLayout({
+        "op":             Op,
+        "dtype":          DType,
+        "flag_mode":      FlagMode,
+        "sync":           8,
+        "participants":   MAX_PORTS,
+        "elements":       32,
+        "src_addr":       48,
+        "dst_addr":       48,
+        "src_scale_addr": 48,
+        "dst_scale_addr": 48,
+        "flag_addr":      48,
+    })
+
+
+def flag_layout():
+    """The 32-bit completion flag word, little-endian in the endpoint's memory. ``status`` holds
+    :class:`FlagStatus` bits (0: the result is correct and complete)."""
+    return data.StructLayout({"generation": 16, "status": 8, "reserved": 8})
+
+
+@dataclass(frozen=True)
+class IsaParams:
+    """Parameters of the In-Switch Accelerator.
+
+    Parameters
+    ----------
+    fabric : FabricParams
+        Flit width, ports, header fields.
+    capacity : int
+        Wave-table capacity per participant, in bytes (a power of two, a multiple of
+        ``fabric.max_payload``). The table is cut into *slots* of one maximum-size packet each.
+    waves : int
+        Outstanding waves ``k``: the capacity is regulated as ``k`` waves of ``capacity / k`` bytes
+        (``slots / k`` slots each); a wave's slots are freed together when the whole wave has been
+        reduced. ``k = slots`` frees every slot as soon as it is reduced.
+    descriptors : int
+        Instruction-buffer depth.
+    sync_resources : int
+        Barrier sync resources (arrival bitmaps and generation counters).
+    max_elements : int
+        Largest ``elements`` a descriptor may name.
+    """
+    fabric:         FabricParams = field(default_factory=FabricParams)
+    capacity:       int = 32768
+    waves:          int = 8
+    descriptors:    int = 16
+    sync_resources: int = 8
+    max_elements:   int = 1 << 28
+
+    def __post_init__(self):
+        f = self.fabric
+        if not isinstance(f, FabricParams):
+            raise TypeError(f"fabric must be a FabricParams, not {f!r}")
+        if f.ports > MAX_PORTS:
+            raise ValueError(f"the ISA supports at most {MAX_PORTS} ports, not {f.ports}")
+        if f.flit_width > 512 or 512 % f.flit_width:
+            raise ValueError(f"flit_width must divide 512 (one INT8 block), not {f.flit_width}")
+        if (self.capacity < f.max_payload or self.capacity % f.max_payload
+                or self.capacity & (self.capacity - 1)):
+            raise ValueError(f"capacity must be a power of two multiple of max_payload "
+                             f"({f.max_payload} bytes), not {self.capacity!r}")
+        if not (isinstance(self.waves, int) and 1 <= self.waves <= self.slots
+                and self.slots % self.waves == 0):
+            raise ValueError(f"waves must divide the {self.slots} slots of the wave table "
+                             f"(1 to {self.slots}), not {self.waves!r}")
+        for name, lo, hi in (("descriptors", 1, 256), ("sync_resources", 1, 256)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or not lo <= value <= hi:
+                raise ValueError(f"{name} must be between {lo} and {hi}, not {value!r}")
+        if not 1 <= self.max_elements < (1 << 32):
+            raise ValueError(f"max_elements must be between 1 and 2**32-1, not {self.max_elements!r}")
+        if 1 + self.slot_bits > f.tag_width:
+            raise ValueError(f"tag_width {f.tag_width} cannot name {self.slots} slots "
+                             f"(needs {1 + self.slot_bits} bits)")
+
+    @property
+    def slots(self):
+        return self.capacity // self.fabric.max_payload
+
+    @property
+    def slot_bits(self):
+        return max(1, ceil_log2(self.slots))
+
+    @property
+    def slots_per_wave(self):
+        return self.slots // self.waves
+
+    @property
+    def slot_flits(self):
+        return self.fabric.max_payload_flits
+
+    @property
+    def slot_elements_int8(self):
+        return self.fabric.max_payload
+
+    @property
+    def scale_bytes_per_slot(self):
+        """Scale bytes for one full INT8 slot: one FP16 scale per 64-element block."""
+        return 2 * self.fabric.max_payload // BLOCK_ELEMENTS
+
+    @property
+    def scale_flits_per_slot(self):
+        return -(-self.scale_bytes_per_slot // self.fabric.flit_bytes)
+
+
+def check_descriptor(desc, params):
+    """Software twin of the hardware's descriptor check: the reasons a descriptor ends with ERROR.
+
+    ``desc`` is a dict of integers (field name -> value). Returns a list of human-readable reasons
+    (empty when the descriptor is good). Used by tests and by the CLI before it loads a descriptor.
+    """
+    f = params.fabric
+    reasons = []
+    try:
+        op = Op(desc.get("op", 0))
+    except ValueError:
+        op = None
+    if op not in IMPLEMENTED_OPS:
+        reasons.append(f"op {desc.get('op', 0)} is not implemented")
+    parts = desc.get("participants", 0)
+    if parts == 0:
+        reasons.append("participant set is empty")
+    if parts >> f.ports:
+        reasons.append(f"participant set {parts:#x} names ports beyond {f.ports - 1}")
+    if desc.get("sync", 0) >= params.sync_resources:
+        reasons.append(f"sync resource {desc.get('sync')} is out of range "
+                       f"(0 to {params.sync_resources - 1})")
+    if op == Op.ALLREDUCE:
+        elements = desc.get("elements", 0)
+        try:
+            dtype = DType(desc.get("dtype", 0))
+        except ValueError:
+            dtype = None
+            reasons.append(f"dtype {desc.get('dtype')} is unknown")
+        if elements == 0:
+            reasons.append("length is zero")
+        if elements > params.max_elements:
+            reasons.append(f"length {elements} exceeds the maximum {params.max_elements}")
+        if dtype == DType.INT8 and elements % BLOCK_ELEMENTS:
+            reasons.append(f"INT8 length {elements} is not a whole number of {BLOCK_ELEMENTS}-element blocks")
+        names = ["src_addr", "dst_addr"] + (["src_scale_addr", "dst_scale_addr"] if dtype == DType.INT8 else [])
+        for name in names:
+            if desc.get(name, 0) % f.flit_bytes:
+                reasons.append(f"{name} {desc.get(name, 0):#x} is not {f.flit_bytes}-byte aligned")
+    if desc.get("flag_addr", 0) % 4:
+        reasons.append(f"flag_addr {desc.get('flag_addr', 0):#x} is not 4-byte aligned")
+    return reasons

@@ -1,0 +1,68 @@
+"""TableManager: hands out wave-table slots and regulates outstanding waves."""
+
+from amaranth.hdl import Module, Signal, Mux
+from amaranth.lib import wiring, stream
+from amaranth.lib.wiring import In, Out
+
+from .descriptor import IsaParams
+
+
+__all__ = ["TableManager"]
+
+
+class TableManager(wiring.Component):
+    """Slot allocation in ring order, freed a whole wave at a time.
+
+    The same slot index is used in every participant's table, so one allocation reserves the slot
+    in all of them. Slots are handed out in ring order on ``alloc`` while any is free: the wave
+    controller issues reads for as many slots as are free (a partial segment) and the rest as slots
+    come back. Reduction consumes slots in the same order and pulses ``release`` once per slot;
+    ``slots_per_wave`` releases (or a release with ``end`` set, at the end of a message) free the
+    wave's slots together. With ``waves = k`` the table therefore holds at most ``k`` waves of
+    ``capacity / k`` bytes in flight: the paper's wave regulation.
+
+    Members
+    -------
+    alloc : Out(stream.Signature(slot_bits))
+        The next free slot; a transfer reserves it.
+    release : In(1)
+        Pulse: the oldest reserved slot has been read out to the datapath.
+    end : In(1)
+        With ``release``: that slot was the last of its message (frees a partial wave).
+    free : Out(range(slots + 1))
+    waves_done : Out(32)
+        Waves freed so far (a performance counter).
+    """
+
+    def __init__(self, params):
+        if not isinstance(params, IsaParams):
+            raise TypeError(f"params must be an IsaParams, not {params!r}")
+        self._params = params
+        super().__init__({
+            "alloc":      Out(stream.Signature(params.slot_bits)),
+            "release":    In(1),
+            "end":        In(1),
+            "free":       Out(range(params.slots + 1), init=params.slots),
+            "waves_done": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._params
+        ptr = Signal(p.slot_bits)
+        in_wave = Signal(range(p.slots_per_wave + 1))  # slots released in the current wave
+
+        taken = self.alloc.valid & self.alloc.ready
+        freed = Signal(range(p.slots + 1))
+        with m.If(self.release):
+            with m.If(self.end | (in_wave + 1 == p.slots_per_wave)):
+                m.d.comb += freed.eq(in_wave + 1)
+                m.d.sync += [in_wave.eq(0), self.waves_done.eq(self.waves_done + 1)]
+            with m.Else():
+                m.d.sync += in_wave.eq(in_wave + 1)
+
+        m.d.comb += [self.alloc.valid.eq(self.free != 0), self.alloc.payload.eq(ptr)]
+        m.d.sync += self.free.eq(self.free + freed - taken)
+        with m.If(taken):
+            m.d.sync += ptr.eq(Mux(ptr == p.slots - 1, 0, ptr + 1))
+        return m

@@ -1,0 +1,166 @@
+"""WaveTable: every participant's wave table (block RAM) and the read responses that fill it."""
+
+from amaranth.hdl import Module, Signal, Array, Mux
+from amaranth.lib import wiring, stream, data
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ..packet import Opcode, Status
+from ..transport import packet_signature
+from .descriptor import IsaParams
+
+
+__all__ = ["WaveTable", "arm_layout", "TAG_DATA", "TAG_SCALE", "read_tag"]
+
+#: Packet kind in bit 0 of a read tag; the slot index is in the bits above it.
+TAG_DATA, TAG_SCALE = 0, 1
+
+
+def read_tag(slot, kind):
+    """The tag of the read request for ``slot``'s data or scale packet (also used by models)."""
+    return (slot << 1) | kind
+
+
+def arm_layout(params):
+    return data.StructLayout({"slot": params.slot_bits, "mask": params.fabric.ports, "scales": 1})
+
+
+class WaveTable(wiring.Component):
+    """Per-participant data and scale tables, written by read responses in any order.
+
+    The table of port ``p`` holds ``slots`` slots of ``slot_flits`` data flits and
+    ``scale_flits_per_slot`` scale flits, in ``lib.memory.Memory`` (block RAM). A read response's
+    tag names its place: ``tag = slot << 1 | kind`` (:func:`read_tag`), so responses from different
+    participants and slots may arrive in any order and are written straight where they belong.
+
+    Arming a slot (``arm``, pulse) declares which ports' data (and, for INT8, scale) packets it
+    expects and clears its progress. Each expected response is accepted once: a response whose
+    opcode is not ``READ_RESP``, whose slot does not exist or whose (slot, kind, port) is not
+    expected (unknown tag, or a duplicate) is dropped whole and counted in ``unknown_tags``. A
+    response with a non-``OK`` status is stored (its data is whatever came) and sets the sticky
+    ``resp_error`` (cleared by ``clear_error``).
+
+    Progress is per flit, so the feeder can start reducing a slot before it is complete
+    (cut-through): for ``rd_slot``, ``avail[p]`` is the number of data flits of port ``p`` already
+    written (``slot_flits`` once the response has ended: a short or failed response can never stall
+    the feeder) and ``scales_done[p]`` says port ``p``'s scale packet has ended.
+
+    Reads are synchronous: ``rd_data[p]`` / ``rd_scale[p]`` show the flits at (``rd_slot``,
+    ``rd_flit`` / ``rd_scale_flit``) of the previous cycle in which ``rd_en`` was high, and hold
+    while ``rd_en`` is low.
+    """
+
+    def __init__(self, params):
+        if not isinstance(params, IsaParams):
+            raise TypeError(f"params must be an IsaParams, not {params!r}")
+        self._params = params
+        f = params.fabric
+        super().__init__({
+            "rdata":         In(packet_signature(f)).array(f.ports),
+            "arm":           In(stream.Signature(arm_layout(params), always_ready=True)),
+            "rd_slot":       In(params.slot_bits),
+            "rd_flit":       In(range(params.slot_flits)),
+            "rd_scale_flit": In(range(params.scale_flits_per_slot)),
+            "rd_en":         In(1),
+            "rd_data":       Out(f.flit_width).array(f.ports),
+            "rd_scale":      Out(f.flit_width).array(f.ports),
+            "avail":         Out(range(params.slot_flits + 1)).array(f.ports),
+            "scales_done":   Out(f.ports),
+            "resp_error":    Out(1),
+            "clear_error":   In(1),
+            "unknown_tags":  Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._params
+        f = p.fabric
+        n = f.ports
+        slots, sf, ssf = p.slots, p.slot_flits, p.scale_flits_per_slot
+        hdr_layout = f.header_layout
+
+        def per_slot(name, shape):
+            return Array(Array(Signal(shape, name=f"{name}_s{s}_p{i}") for i in range(n))
+                         for s in range(slots))
+        count = per_slot("count", range(sf + 1))
+        data_done = per_slot("data_done", 1)
+        scale_done = per_slot("scale_done", 1)
+        expect_data = per_slot("expect_data", 1)
+        expect_scale = per_slot("expect_scale", 1)
+
+        with m.If(self.clear_error):
+            m.d.sync += self.resp_error.eq(0)
+
+        unknown_terms = []
+        for i in range(n):
+            m.submodules[f"data{i}"] = dmem = Memory(shape=f.flit_width, depth=slots * sf, init=[])
+            m.submodules[f"scale{i}"] = smem = Memory(shape=f.flit_width, depth=slots * ssf, init=[])
+            dwr, swr = dmem.write_port(), smem.write_port()
+            drd, srd = dmem.read_port(), smem.read_port()
+            m.d.comb += [
+                drd.addr.eq(self.rd_slot * sf + self.rd_flit), drd.en.eq(self.rd_en),
+                srd.addr.eq(self.rd_slot * ssf + self.rd_scale_flit), srd.en.eq(self.rd_en),
+                self.rd_data[i].eq(drd.data), self.rd_scale[i].eq(srd.data),
+                self.avail[i].eq(Mux(data_done[self.rd_slot][i], sf, count[self.rd_slot][i])),
+                self.scales_done[i].eq(scale_done[self.rd_slot][i]),
+            ]
+
+            rx = self.rdata[i]
+            m.d.comb += rx.ready.eq(1)  # a wave table never pushes back: it has room by construction
+            in_body = Signal(name=f"in_body{i}")
+            keep = Signal(name=f"keep{i}")            # the current packet is being stored
+            slot = Signal(p.slot_bits, name=f"slot{i}")
+            kind = Signal(name=f"kind{i}")
+            offset = Signal(range(sf + 1), name=f"offset{i}")
+
+            hdr = Signal(hdr_layout, name=f"hdr{i}")
+            m.d.comb += hdr.eq(rx.payload.data[:hdr_layout.size])
+            h_slot = hdr.tag[1:1 + p.slot_bits]
+            h_kind = hdr.tag[0]
+            h_known = ((hdr.opcode == Opcode.READ_RESP) & (hdr.tag[1:] < slots)
+                       & Mux(h_kind, expect_scale[h_slot][i], expect_data[h_slot][i]))
+
+            def finish(s, k):
+                with m.If(k):
+                    m.d.sync += [scale_done[s][i].eq(1), expect_scale[s][i].eq(0)]
+                with m.Else():
+                    m.d.sync += [data_done[s][i].eq(1), expect_data[s][i].eq(0)]
+
+            with m.If(rx.valid):
+                m.d.sync += in_body.eq(~rx.payload.last)
+                with m.If(~in_body):
+                    m.d.sync += [keep.eq(h_known), slot.eq(h_slot), kind.eq(h_kind), offset.eq(0)]
+                    with m.If(h_known):
+                        with m.If(hdr.status != Status.OK):
+                            m.d.sync += self.resp_error.eq(1)
+                        with m.If(rx.payload.last):
+                            finish(h_slot, h_kind)
+                with m.Elif(keep):
+                    in_range = Mux(kind, offset < ssf, offset < sf)
+                    m.d.comb += [
+                        dwr.addr.eq(slot * sf + offset), dwr.data.eq(rx.payload.data),
+                        dwr.en.eq(in_range & ~kind),
+                        swr.addr.eq(slot * ssf + offset), swr.data.eq(rx.payload.data),
+                        swr.en.eq(in_range & kind),
+                    ]
+                    m.d.sync += offset.eq(offset + 1)
+                    with m.If(~kind & in_range):
+                        m.d.sync += count[slot][i].eq(offset + 1)
+                    with m.If(rx.payload.last):
+                        finish(slot, kind)
+            unknown_terms.append(rx.valid & ~in_body & ~h_known)
+
+        m.d.sync += self.unknown_tags.eq(self.unknown_tags + sum(unknown_terms))
+
+        with m.If(self.arm.valid):
+            s = self.arm.payload.slot
+            for i in range(n):
+                want = self.arm.payload.mask[i]
+                m.d.sync += [
+                    count[s][i].eq(0),
+                    data_done[s][i].eq(~want),
+                    scale_done[s][i].eq(~(want & self.arm.payload.scales)),
+                    expect_data[s][i].eq(want),
+                    expect_scale[s][i].eq(want & self.arm.payload.scales),
+                ]
+        return m

@@ -1,0 +1,219 @@
+"""Packet format of the SCIN fabric: flits, headers, opcodes, message classes.
+
+Every block of the fabric (links, switch port, switch core, ISA, endpoints) imports its layouts from
+here, and so do the testbenches, so a field is never sliced out of raw bits in two places.
+``docs/PROTOCOL.md`` carries the bit-level table; ``tb/test_packet.py`` checks that table against the
+layouts built here.
+
+A *packet* is one header flit followed by ``payload_flits(length)`` payload flits. The header sits in
+the low bits of its flit; the rest of the header flit is zero. Payload byte ``k`` of a packet is byte
+``k % flit_bytes`` (little-endian: byte 0 in bits 0-7) of payload flit ``k // flit_bytes``; the
+unused bytes of a short last flit are zero. On every stream a flit travels with a ``last`` bit that
+marks the final flit of its packet, so framing never depends on a header being well formed.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data, enum
+from amaranth.utils import bits_for, ceil_log2
+
+
+__all__ = ["MsgClass", "Opcode", "Status", "FabricParams", "OPCODE_CLASS", "NUM_CLASSES"]
+
+
+class MsgClass(enum.Enum, shape=2):
+    """Message class. Each class has its own queue and its own credits on every link, so a stalled
+    class (say, requests waiting for a busy memory) can never block another (the responses that would
+    unblock it). This is the usual protocol-deadlock rule of UALink/AXI-like transports."""
+    REQ   = 0  #: requests without payload: reads, atomics
+    WRITE = 1  #: write requests with their data
+    RDATA = 2  #: read responses with their data
+    WRESP = 3  #: write and atomic responses, without payload
+
+
+NUM_CLASSES = len(MsgClass)
+
+
+class Opcode(enum.Enum, shape=4):
+    """Packet opcode. Encodings not listed here are *unknown*: a switch port drops such a packet
+    whole and counts it."""
+    READ       = 1  #: read ``length`` bytes at ``addr``; header only; answered by READ_RESP
+    WRITE      = 2  #: write the payload (``length`` bytes) at ``addr``; answered by WRITE_RESP
+    READ_RESP  = 3  #: read data (``length`` bytes) for the request with the same ``tag``
+    WRITE_RESP = 4  #: completion of a WRITE or ATOMIC_ADD with the same ``tag``
+    ATOMIC_ADD = 5  #: add ``length`` to the 32-bit word at ``addr`` (arrival flags); header only
+
+
+#: The message class every opcode travels in. A header whose class disagrees is malformed.
+OPCODE_CLASS = {
+    Opcode.READ:       MsgClass.REQ,
+    Opcode.ATOMIC_ADD: MsgClass.REQ,
+    Opcode.WRITE:      MsgClass.WRITE,
+    Opcode.READ_RESP:  MsgClass.RDATA,
+    Opcode.WRITE_RESP: MsgClass.WRESP,
+}
+
+#: Opcodes whose packets carry ``payload_flits(length)`` payload flits; the others are header only.
+PAYLOAD_OPCODES = frozenset({Opcode.WRITE, Opcode.READ_RESP})
+
+
+class Status(enum.Enum, shape=3):
+    """Response status, carried in the header of READ_RESP and WRITE_RESP (AXI ``resp`` values in
+    the low two bits)."""
+    OK     = 0
+    EXOKAY = 1
+    SLVERR = 2
+    DECERR = 3
+
+
+@dataclass(frozen=True)
+class FabricParams:
+    """Parameters shared by every block of one fabric instance.
+
+    Parameters
+    ----------
+    flit_width : int
+        Bits per flit: 64, 128, 256 (the prototype's 32-byte flit) or 512.
+    ports : int
+        Switch ports, 2 to 2**port_bits.
+    port_bits : int
+        Width of the ``src`` and ``dst`` header fields.
+    addr_width : int
+        Width of the byte address field.
+    tag_width : int
+        Width of the ``tag`` field. The ISA encodes (wave-table entry, packet offset) in it, so it
+        must name every packet the ISA can have outstanding.
+    max_payload : int
+        Largest payload in bytes (4096 = one 128-flit AXI burst at 256-bit flits); a multiple of the
+        flit size.
+
+    Raises
+    ------
+    ValueError
+        If a parameter is out of range, or if the header does not fit in one flit.
+    """
+    flit_width:  int = 256
+    ports:       int = 4
+    port_bits:   int = 4
+    addr_width:  int = 48
+    tag_width:   int = 16
+    max_payload: int = 4096
+
+    def __post_init__(self):
+        def check_int(name, lo, hi=None):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an integer, not {value!r}")
+            if value < lo or (hi is not None and value > hi):
+                rng = f">= {lo}" if hi is None else f"between {lo} and {hi}"
+                raise ValueError(f"{name} must be {rng}, not {value!r}")
+        if self.flit_width not in (64, 128, 256, 512):
+            raise ValueError(f"flit_width must be 64, 128, 256 or 512, not {self.flit_width!r}")
+        check_int("port_bits", 1, 8)
+        check_int("ports", 2, 1 << self.port_bits)
+        check_int("addr_width", 16, 64)
+        check_int("tag_width", 1, 32)
+        check_int("max_payload", self.flit_bytes, 1 << 16)
+        if self.max_payload % self.flit_bytes:
+            raise ValueError(f"max_payload must be a multiple of the flit size ({self.flit_bytes} bytes), "
+                             f"not {self.max_payload!r}")
+        if self.header_layout.size > self.flit_width:
+            raise ValueError(f"the header needs {self.header_layout.size} bits and does not fit in a "
+                             f"{self.flit_width}-bit flit; reduce addr_width, tag_width or port_bits")
+
+    @classmethod
+    def default_for(cls, flit_width=256, ports=4):
+        """Sensible parameters for a flit width and port count: the prototype's field widths
+        where they fit, narrower address and tag fields for 64-bit flits so the header fits."""
+        port_bits = max(4, ceil_log2(ports)) if flit_width > 64 else max(1, ceil_log2(ports))
+        if flit_width == 64:
+            return cls(flit_width=64, ports=ports, port_bits=port_bits, addr_width=24,
+                       tag_width=17 - 2 * port_bits, max_payload=4096)
+        return cls(flit_width=flit_width, ports=ports, port_bits=port_bits)
+
+    @property
+    def flit_bytes(self):
+        return self.flit_width // 8
+
+    @property
+    def max_payload_flits(self):
+        return self.max_payload // self.flit_bytes
+
+    @property
+    def max_packet_flits(self):
+        return 1 + self.max_payload_flits
+
+    @property
+    def length_width(self):
+        """Width of the ``length`` field: enough for ``max_payload`` itself."""
+        return bits_for(self.max_payload)
+
+    @property
+    def header_layout(self):
+        """The header, as a :class:`data.StructLayout`, LSB first."""
+        return data.StructLayout({
+            "opcode":    Opcode,
+            "msg_class": MsgClass,
+            "inc":       1,
+            "status":    Status,
+            "src":       self.port_bits,
+            "dst":       self.port_bits,
+            "length":    self.length_width,
+            "tag":       self.tag_width,
+            "addr":      self.addr_width,
+        })
+
+    @property
+    def flit_layout(self):
+        """One flit on a packet stream: ``data`` plus ``last`` (final flit of its packet)."""
+        return data.StructLayout({"data": unsigned(self.flit_width), "last": 1})
+
+    @property
+    def link_layout(self):
+        """One flit on a link: the flit and the message class (virtual channel) it travels in."""
+        return data.StructLayout({"flit": self.flit_layout, "msg_class": MsgClass})
+
+    def header_flit(self, header, last):
+        """A header as a flit-stream payload value (``data`` = header, zero-extended; ``last``)."""
+        from amaranth.hdl import Cat, Const, Value
+        header = Value.cast(header)
+        if isinstance(last, int):
+            last = Const(last, 1)
+        return Cat(header, Const(0, self.flit_width - len(header)), last)
+
+    def payload_flits(self, opcode, length):
+        """Number of payload flits after the header (Python-side helper for models and tests)."""
+        if Opcode(opcode) not in PAYLOAD_OPCODES:
+            return 0
+        return -(-length // self.flit_bytes)
+
+    # -- software packing, for models, testbenches and the CLI -----------------------------------
+
+    def pack_header(self, **fields):
+        """Return a header as an integer (the value of the header flit's ``data``).
+
+        Fields not given are zero. Enum fields take the enum member or its value.
+        """
+        layout = self.header_layout
+        unknown = set(fields) - set(name for name, _ in layout)
+        if unknown:
+            raise ValueError(f"unknown header field(s) {sorted(unknown)}")
+        value = 0
+        for name, field in layout:
+            v = fields.get(name, 0)
+            v = int(getattr(v, "value", v))
+            width = field.width
+            if not 0 <= v < (1 << width):
+                raise ValueError(f"header field {name} = {v} does not fit in {width} bits")
+            value |= v << field.offset
+        return value
+
+    def unpack_header(self, value):
+        """Inverse of :meth:`pack_header`: a dict of plain integers."""
+        return {name: (int(value) >> field.offset) & ((1 << field.width) - 1)
+                for name, field in self.header_layout}
+
+    @property
+    def port_index_width(self):
+        return ceil_log2(self.ports) or 1

@@ -1,0 +1,134 @@
+"""PacketFilter: header checks, whole-packet drop of malformed packets, INC demux."""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring, data
+from amaranth.lib.wiring import In, Out
+
+from ..packet import MsgClass, Opcode, OPCODE_CLASS
+from ..transport.signature import check_params, packet_signature
+
+
+__all__ = ["PacketFilter", "error_layout", "ERROR_KINDS"]
+
+#: Kinds of malformed packet, in checking order (a packet is counted once, under the first kind).
+ERROR_KINDS = ("bad_opcode", "bad_length", "bad_dst")
+
+
+def error_layout(width=32):
+    """Per-port error counters: ``bad_opcode``, ``bad_length``, ``bad_dst``, each ``width`` bits,
+    wrapping."""
+    return data.StructLayout({kind: width for kind in ERROR_KINDS})
+
+
+class PacketFilter(wiring.Component):
+    """Checks every packet of one message class and steers it to the ISA or the switch core.
+
+    The header is the first flit after a ``last`` flit (or after reset). A packet is *malformed*,
+    and dropped whole (every flit through its ``last``), when its header has
+
+    * ``bad_opcode``: an opcode that is not an :class:`Opcode`, or one that does not travel in this
+      class (``OPCODE_CLASS``), or a ``msg_class`` field other than this class;
+    * ``bad_length``: a ``length`` over ``max_payload``, for the opcodes whose length is a byte
+      count (all but ATOMIC_ADD, whose length is the addend);
+    * ``bad_dst``: ``inc = 0`` and ``dst >= ports`` (ISA-bound packets are not routed by ``dst``).
+
+    Framing never depends on the header: a packet ends at its ``last`` flit whatever its
+    ``length`` says, so a bad header can never swallow a neighbouring packet. Good packets go to
+    ``isa`` when ``inc = 1``, else to ``core``, flits unchanged and in order.
+
+    Both outputs are registered; a packet streams through at one flit per cycle, and a dropped one
+    is consumed at one flit per cycle.
+
+    Parameters
+    ----------
+    params : FabricParams
+    msg_class : MsgClass
+        The class this filter serves.
+
+    Members
+    -------
+    i : In(packet_signature)
+    isa : Out(packet_signature)
+    core : Out(packet_signature)
+    error : Out(error_layout(1))
+        One-cycle pulses, one per dropped packet (on its header flit).
+    """
+
+    def __init__(self, params, msg_class):
+        self._params = check_params(params)
+        self._msg_class = MsgClass(msg_class)
+        sig = packet_signature(params)
+        super().__init__({
+            "i": In(sig), "isa": Out(sig), "core": Out(sig), "error": Out(error_layout(1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._params
+        layout = p.header_layout
+        hdr = data.View(layout, self.i.payload.data[:layout.size])
+        opcode = hdr.opcode.as_value()
+
+        class_opcodes = [op for op, cls in OPCODE_CLASS.items() if cls == self._msg_class]
+        opcode_ok = Signal()
+        m.d.comb += opcode_ok.eq(
+            (hdr.msg_class.as_value() == self._msg_class.value) &
+            sum((opcode == op.value for op in class_opcodes), start=0).bool()
+            if class_opcodes else 0)
+        byte_count = [op for op in class_opcodes if op != Opcode.ATOMIC_ADD]
+        counts_bytes = Signal()
+        m.d.comb += counts_bytes.eq(
+            sum((opcode == op.value for op in byte_count), start=0).bool() if byte_count else 0)
+        length_ok = ~counts_bytes | (hdr.length <= p.max_payload)
+        dst_ok = hdr.inc | (hdr.dst < p.ports)
+
+        bad_opcode, bad_length, bad_dst, bad = Signal(), Signal(), Signal(), Signal()
+        m.d.comb += [
+            bad_opcode.eq(~opcode_ok),
+            bad_length.eq(opcode_ok & ~length_ok),
+            bad_dst.eq(opcode_ok & length_ok & ~dst_ok),
+            bad.eq(bad_opcode | bad_length | bad_dst),
+        ]
+
+        in_packet = Signal()  # the flit on ``i`` is a payload flit, not a header
+        drop = Signal()       # decisions taken at the header, held for the rest of the packet
+        to_isa = Signal()
+        cur_drop = Signal()
+        cur_isa = Signal()
+        m.d.comb += [
+            cur_drop.eq(bad),
+            cur_isa.eq(hdr.inc),
+        ]
+        with m.If(in_packet):
+            m.d.comb += [cur_drop.eq(drop), cur_isa.eq(to_isa)]
+
+        isa_take = self.isa.ready | ~self.isa.valid
+        core_take = self.core.ready | ~self.core.valid
+        with m.If(cur_drop):
+            m.d.comb += self.i.ready.eq(1)
+        with m.Elif(cur_isa):
+            m.d.comb += self.i.ready.eq(isa_take)
+        with m.Else():
+            m.d.comb += self.i.ready.eq(core_take)
+
+        with m.If(isa_take):
+            m.d.sync += self.isa.valid.eq(0)
+        with m.If(core_take):
+            m.d.sync += self.core.valid.eq(0)
+
+        accept = self.i.valid & self.i.ready
+        with m.If(accept):
+            m.d.sync += in_packet.eq(~self.i.payload.last)
+            with m.If(~in_packet):
+                m.d.sync += [drop.eq(bad), to_isa.eq(hdr.inc)]
+                m.d.comb += [
+                    self.error.bad_opcode.eq(bad_opcode),
+                    self.error.bad_length.eq(bad_length),
+                    self.error.bad_dst.eq(bad_dst),
+                ]
+            with m.If(~cur_drop):
+                with m.If(cur_isa):
+                    m.d.sync += [self.isa.valid.eq(1), self.isa.payload.eq(self.i.payload)]
+                with m.Else():
+                    m.d.sync += [self.core.valid.eq(1), self.core.payload.eq(self.i.payload)]
+        return m

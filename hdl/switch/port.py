@@ -1,0 +1,126 @@
+"""SwitchPort: one port of the switch (transport, INC demux, ISA queues, ISA/core arbitration)."""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out, connect, flipped
+
+from ..packet import MsgClass, NUM_CLASSES
+from ..transport import TransportPort
+from ..transport.signature import check_params, check_credits, packet_signature, link_end_signature
+from .arbiter import PacketArbiter
+from .filter import PacketFilter, error_layout, ERROR_KINDS
+
+
+__all__ = ["SwitchPort", "check_queue_depth"]
+
+
+def check_queue_depth(depth, name="isa_depth"):
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 2:
+        raise ValueError(f"{name} must be an integer >= 2, not {depth!r}")
+    return depth
+
+
+class _Queue(wiring.Component):
+    """A packet-stream FIFO in block RAM (``SyncFIFOBuffered`` with stream ports)."""
+
+    def __init__(self, params, depth):
+        self._width, self._depth = params.flit_layout.size, depth
+        sig = packet_signature(params)
+        super().__init__({"i": In(sig), "o": Out(sig)})
+
+    def elaborate(self, platform):
+        m = Module()
+        fifo = m.submodules.fifo = SyncFIFOBuffered(width=self._width, depth=self._depth)
+        m.d.comb += [
+            fifo.w_en.eq(self.i.valid), fifo.w_data.eq(self.i.payload), self.i.ready.eq(fifo.w_rdy),
+            self.o.valid.eq(fifo.r_rdy), self.o.payload.eq(fifo.r_data), fifo.r_en.eq(self.o.ready),
+        ]
+        return m
+
+
+class SwitchPort(wiring.Component):
+    """One switch port: the switch side of a credit link, split between the ISA and the core.
+
+    RX, per class: :class:`TransportPort` receive queue (the *switch RX queue*) ->
+    :class:`PacketFilter` (malformed packets dropped whole and counted; INC=1 to the ISA, INC=0 to
+    the core) -> ISA RX queue (``isa_depth`` flits) -> ``isa_rx[c]``, or -> ``core_rx[c]``.
+
+    TX, per class: ``isa_tx[c]`` -> ISA TX queue (``isa_depth`` flits) and ``core_tx[c]`` ->
+    :class:`PacketArbiter` (round robin, grant changes only between packets, so regular traffic
+    keeps flowing during a collective and neither side starves) -> :class:`TransportPort` class mux
+    (per flit across classes) -> link.
+
+    Latency through the port, on top of the transport's: RX 1 cycle (filter register) plus 2 into
+    ``isa_rx`` (ISA queue); TX 1 cycle (arbiter register) plus 2 from ``isa_tx`` (ISA queue).
+
+    Parameters
+    ----------
+    params : FabricParams
+    credits : int
+        Receive-queue depth per class and the link's initial credits (>= 2).
+    isa_depth : int
+        Depth in flits of each ISA RX and TX queue (>= 2).
+
+    Members
+    -------
+    link : Out(link_end_signature)
+        To the endpoint (through a link).
+    isa_rx : Out(packet_signature).array(NUM_CLASSES)
+        INC=1 packets received, to the ISA.
+    isa_tx : In(packet_signature).array(NUM_CLASSES)
+        Packets from the ISA to send on this port's link.
+    core_rx : Out(packet_signature).array(NUM_CLASSES)
+        INC=0 packets received, to the switch core.
+    core_tx : In(packet_signature).array(NUM_CLASSES)
+        Packets from the switch core to send on this port's link.
+    errors : Out(error_layout())
+        Counts of dropped malformed packets, by kind (32 bits each, wrapping).
+    overflow, credit_error : Out(1)
+        Sticky transport errors (never set on a correct link).
+    """
+
+    def __init__(self, params, credits=256, isa_depth=256):
+        self._params = check_params(params)
+        self._credits = check_credits(credits)
+        self._isa_depth = check_queue_depth(isa_depth)
+        pkt = packet_signature(params)
+        super().__init__({
+            "link":         Out(link_end_signature(params)),
+            "isa_rx":       Out(pkt).array(NUM_CLASSES),
+            "isa_tx":       In(pkt).array(NUM_CLASSES),
+            "core_rx":      Out(pkt).array(NUM_CLASSES),
+            "core_tx":      In(pkt).array(NUM_CLASSES),
+            "errors":       Out(error_layout()),
+            "overflow":     Out(1),
+            "credit_error": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        tp = m.submodules.transport = TransportPort(self._params, self._credits)
+        connect(m, tp.link, flipped(self.link))
+        m.d.comb += [self.overflow.eq(tp.overflow), self.credit_error.eq(tp.credit_error)]
+
+        pulses = {kind: [] for kind in ERROR_KINDS}
+        for c in range(NUM_CLASSES):
+            cls = MsgClass(c).name.lower()
+            flt = m.submodules[f"filter_{cls}"] = PacketFilter(self._params, c)
+            isa_rxq = m.submodules[f"isa_rxq_{cls}"] = _Queue(self._params, self._isa_depth)
+            isa_txq = m.submodules[f"isa_txq_{cls}"] = _Queue(self._params, self._isa_depth)
+            arb = m.submodules[f"arbiter_{cls}"] = PacketArbiter(self._params, 2)
+            connect(m, tp.rx[c], flt.i)
+            connect(m, flt.isa, isa_rxq.i)
+            connect(m, isa_rxq.o, flipped(self.isa_rx[c]))
+            connect(m, flt.core, flipped(self.core_rx[c]))
+            connect(m, flipped(self.isa_tx[c]), isa_txq.i)
+            connect(m, isa_txq.o, arb.i[0])
+            connect(m, flipped(self.core_tx[c]), arb.i[1])
+            connect(m, arb.o, tp.tx[c])
+            for kind in ERROR_KINDS:
+                pulses[kind].append(getattr(flt.error, kind))
+
+        for kind in ERROR_KINDS:
+            counter = getattr(self.errors, kind)
+            m.d.sync += counter.eq(counter + sum(pulses[kind]))
+        return m

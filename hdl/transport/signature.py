@@ -1,0 +1,68 @@
+"""Signatures of the transport layer: packet streams, link flits, credit returns, link ends.
+
+A credit link is *valid-only*: nothing on a link can push back (a real SerDes lane cannot either),
+so the flit and credit streams are ``always_ready``. Flow control is entirely by credits: a sender
+holds one credit per free flit slot in the receiver's queue of that class, spends one per flit it
+sends, and gets it back when the receiver's queue pops that flit.
+"""
+
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..packet import FabricParams, NUM_CLASSES
+
+
+__all__ = ["packet_signature", "link_flit_signature", "credit_signature", "link_end_signature",
+           "check_params", "check_credits"]
+
+
+def check_params(params):
+    if not isinstance(params, FabricParams):
+        raise TypeError(f"params must be a FabricParams, not {params!r}")
+    return params
+
+
+def check_credits(credits, name="credits"):
+    """Validate a per-class credit count (the receiver's queue depth, in flits)."""
+    if not isinstance(credits, int) or isinstance(credits, bool) or credits < 2:
+        raise ValueError(f"{name} must be an integer >= 2, not {credits!r}")
+    return credits
+
+
+def packet_signature(params):
+    """A packet stream: one flit (``data``, ``last``) per transfer, with backpressure."""
+    return stream.Signature(check_params(params).flit_layout)
+
+
+def link_flit_signature(params):
+    """Flits on a link: ``payload`` = {``flit``: {``data``, ``last``}, ``msg_class``}, valid only."""
+    return stream.Signature(check_params(params).link_layout, always_ready=True)
+
+
+def credit_signature():
+    """Credit returns on a link, valid only: ``payload`` bit ``c`` returns one flit credit of class
+    ``c``. At most one credit per class per cycle is enough: a receive queue pops at most one flit
+    per cycle. ``valid`` is high whenever any bit is set."""
+    return stream.Signature(NUM_CLASSES, always_ready=True)
+
+
+def link_end_signature(params):
+    """One end of a full-duplex link, as seen by the port that owns it.
+
+    Members
+    -------
+    tx : Out(link_flit_signature)
+        Flits sent.
+    tx_credit : In(credit_signature)
+        Credits coming back for the flits sent.
+    rx : In(link_flit_signature)
+        Flits received.
+    rx_credit : Out(credit_signature)
+        Credits returned for the flits received, as the receive queues drain.
+    """
+    return wiring.Signature({
+        "tx":        Out(link_flit_signature(params)),
+        "tx_credit": In(credit_signature()),
+        "rx":        In(link_flit_signature(params)),
+        "rx_credit": Out(credit_signature()),
+    })

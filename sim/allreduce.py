@@ -1,0 +1,289 @@
+"""``scin allreduce``: one All-Reduce on the simulated system, checked bit for bit.
+
+:func:`run_allreduce` makes seeded inputs, runs the system (``sim/allreduce_bench.py`` inside the
+simulator), compares every endpoint's result with the golden model (:mod:`scin.sim.numerics`) and
+returns a JSON-able report. Measurement definitions follow ``docs/PERFORMANCE.md``: latency runs from
+the cycle the last participant's arrival write leaves its endpoint to the cycle the last participant
+sees its completion flag; efficiency is ``S / (T * flit_bytes)`` with ``S`` the message size in its
+16-bit form.
+"""
+
+import dataclasses
+import json
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import numerics
+from .fp import float_to_bf16_bits
+from .toolchain import BUILD_ROOT
+
+__all__ = ["AllReduceConfig", "parse_size", "run_allreduce", "plan_params", "CLOCK_MHZ"]
+
+CLOCK_MHZ = 250
+#: Ordinary traffic (``traffic=True``): each endpoint writes this many bytes to the next one's
+#: scratch area, in 4 KiB writes, while the All-Reduce runs.
+TRAFFIC_BYTES = 16 * 4096
+DTYPES = ("fp16", "bf16", "int8")
+_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1 << 20, "MB": 1 << 20,
+          "MIB": 1 << 20, "G": 1 << 30, "GIB": 1 << 30}
+
+
+def parse_size(text):
+    """``"4KiB"`` -> 4096. Accepts B, K/KB/KiB, M/MB/MiB (binary multiples)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(text))
+    if not match or match.group(2).upper() not in _UNITS:
+        raise ValueError(f"size must be a number of bytes with an optional unit (B, KiB, MiB), "
+                         f"e.g. 4KiB, not {text!r}")
+    return int(match.group(1)) * _UNITS[match.group(2).upper()]
+
+
+@dataclass(frozen=True)
+class AllReduceConfig:
+    """One ``scin allreduce`` run. ``size`` is the message size in its 16-bit form (elements x 2
+    bytes) for every dtype, so fp16, bf16 and int8 runs compare like for like."""
+    endpoints:       int = 4
+    dtype:           str = "fp16"
+    size:            int = 4096
+    seed:            int = 1
+    sim:             str = "verilator"
+    one_way_latency: int = 90
+    mem_latency:     int = 40
+    reorder:         bool = False
+    capacity:        int = 32768
+    outstanding:     int = 8
+    flag_mode:       str = "ordered"
+    replays:         int = 1
+    flit_width:      int = 256
+    traffic:         bool = False
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
+        if not 2 <= self.endpoints <= 8:
+            raise ValueError(f"endpoints must be between 2 and 8, not {self.endpoints}")
+        if self.size <= 0 or self.size % 2:
+            raise ValueError(f"size must be a positive even number of bytes (elements x 2), "
+                             f"not {self.size}")
+        if self.dtype == "int8" and self.elements % 64:
+            raise ValueError(f"int8 needs whole 64-element blocks: size must be a multiple of 128 "
+                             f"bytes, not {self.size}")
+        if self.size > 64 << 20:
+            raise ValueError(f"size must be at most 64 MiB, not {self.size}")
+        if self.flag_mode not in ("acked", "ordered"):
+            raise ValueError(f"flag_mode must be 'acked' or 'ordered', not {self.flag_mode!r}")
+        if self.replays < 1:
+            raise ValueError(f"replays must be at least 1, not {self.replays}")
+
+    @property
+    def elements(self):
+        return self.size // 2
+
+    @property
+    def data_bytes(self):
+        return self.elements * (1 if self.dtype == "int8" else 2)
+
+    @property
+    def scale_bytes(self):
+        return 2 * (self.elements // 64) if self.dtype == "int8" else 0
+
+
+def _round_up(x, to):
+    return -(-x // to) * to
+
+
+def memory_map(cfg):
+    """Byte addresses of the buffers, identical in every endpoint (symmetric allocation)."""
+    region = _round_up(max(cfg.data_bytes, 1), 4096)
+    sregion = _round_up(max(cfg.scale_bytes, 1), 4096)
+    layout = {"src": 0, "dst": region, "src_scales": 2 * region, "dst_scales": 2 * region + sregion,
+              "flag": 2 * region + 2 * sregion}
+    layout["scratch"] = layout["flag"] + 4096
+    total = layout["scratch"] + TRAFFIC_BYTES
+    # One memory size for every message up to 1 MiB, so they all share one simulator build.
+    mem_size = max(4 << 20, 1 << (total - 1).bit_length())
+    return layout, mem_size
+
+
+def plan_params(plan):
+    """The :class:`~scin.hdl.system.SystemParams` a plan describes (used on both sides)."""
+    from ..hdl.isa.descriptor import IsaParams
+    from ..hdl.packet import FabricParams
+    from ..hdl.system import SystemParams
+    fabric = FabricParams.default_for(flit_width=plan["flit_width"], ports=plan["endpoints"])
+    isa = IsaParams(fabric=fabric, capacity=plan["capacity"], waves=plan["outstanding"])
+    return SystemParams(isa=isa, one_way_latency=plan["one_way_latency"],
+                        mem_latency=plan["mem_latency"], mem_size=plan["mem_size"],
+                        reorder=plan["reorder"])
+
+
+def make_inputs(cfg):
+    """Seeded inputs: ``{"ep{i}_src": bytes array, ["ep{i}_src_scales"]}`` and the typed arrays."""
+    rng = np.random.default_rng(cfg.seed)
+    n, e = cfg.endpoints, cfg.elements
+    # Activation-like values: Gaussian with a few heavy channels.
+    x = rng.standard_normal((n, e)) * 4.0
+    heavy = rng.choice(e, size=max(1, e // 512), replace=False)
+    x[:, heavy] *= 40.0
+    if cfg.dtype == "fp16":
+        typed = {"data": x.astype(np.float16)}
+    elif cfg.dtype == "bf16":
+        typed = {"data": float_to_bf16_bits(x.astype(np.float32))}
+    else:
+        q, s = numerics.quantize_int8(x.astype(np.float16))
+        typed = {"data": q, "scales": s}
+    raw = {}
+    for i in range(n):
+        raw[f"ep{i}_src"] = np.frombuffer(typed["data"][i].tobytes(), np.uint8)
+        if "scales" in typed:
+            raw[f"ep{i}_src_scales"] = np.frombuffer(typed["scales"][i].tobytes(), np.uint8)
+    return raw, typed
+
+
+def golden(cfg, typed):
+    """Expected output bytes (and scales) and status, from the golden model."""
+    if cfg.dtype == "fp16":
+        out, _, status = numerics.allreduce_fp16(typed["data"])
+        return {"dst": out.tobytes()}, int(status)
+    if cfg.dtype == "bf16":
+        out, _, status = numerics.allreduce_bf16(typed["data"])
+        return {"dst": out.tobytes()}, int(status)
+    q, s, _, status = numerics.allreduce_int8(typed["data"], typed["scales"])
+    return {"dst": q.tobytes(), "dst_scales": s.tobytes()}, int(status)
+
+
+def _typed_view(cfg, raw, scales=False):
+    if scales:
+        return np.frombuffer(raw, np.float16)
+    return np.frombuffer(raw, {"fp16": np.float16, "bf16": np.uint16, "int8": np.int8}[cfg.dtype])
+
+
+def run_allreduce(cfg, save=None, waves=False, log=print):
+    """Run one configuration; return the report dict (see ``docs/CLI.md`` for its keys).
+
+    Raises ValueError for bad parameters, RuntimeError for tool failures (the simulation did not
+    finish). A result mismatch is not an exception: it is ``match = false`` in the report.
+    """
+    from ..hdl.isa.descriptor import Op, FlagMode, check_descriptor
+    from ..hdl.isa.dtype import DType
+    from ..hdl.system import System
+    from .runner import verilog_for, run_cocotb, SimulationError
+
+    layout, mem_size = memory_map(cfg)
+    plan = dataclasses.asdict(cfg)
+    plan.update(mem_size=mem_size)
+    params = plan_params(plan)  # validates the hardware parameters
+    n = cfg.endpoints
+    desc = dict(op=Op.ALLREDUCE.value, dtype=DType[cfg.dtype.upper()].value,
+                flag_mode=FlagMode[cfg.flag_mode.upper()].value, sync=0,
+                participants=(1 << n) - 1, elements=cfg.elements,
+                src_addr=layout["src"], dst_addr=layout["dst"],
+                src_scale_addr=layout["src_scales"], dst_scale_addr=layout["dst_scales"],
+                flag_addr=layout["flag"])
+    problems = check_descriptor(desc, params.isa)
+    if problems:
+        raise ValueError("; ".join(problems))
+
+    raw, typed = make_inputs(cfg)
+    want, want_status = golden(cfg, typed)
+
+    run_dir = Path(tempfile.mkdtemp(dir=_runs_dir(), prefix=f"allreduce-{cfg.dtype}-{cfg.size}-"))
+    np.savez(run_dir / "inputs.npz", **raw)
+    load_regions = [{"name": "src", "addr": layout["src"]}]
+    dump_regions = [{"name": "dst", "addr": layout["dst"], "bytes": cfg.data_bytes}]
+    if cfg.dtype == "int8":
+        load_regions.append({"name": "src_scales", "addr": layout["src_scales"]})
+        dump_regions.append({"name": "dst_scales", "addr": layout["dst_scales"], "bytes": cfg.scale_bytes})
+    fb = params.fabric.flit_bytes
+    # Generous: a slow link moves a flit per cycle; allow 20x the data movement plus fixed costs.
+    timeout = 20 * (3 * cfg.data_bytes // fb + 2 * cfg.scale_bytes // fb) + 200 * cfg.one_way_latency + 100_000
+    if cfg.traffic:
+        dump_regions.append({"name": "scratch", "addr": layout["scratch"], "bytes": TRAFFIC_BYTES})
+    plan.update(run_dir=str(run_dir), descriptor=desc, load_regions=load_regions,
+                scratch_addr=layout["scratch"], traffic_bytes=TRAFFIC_BYTES,
+                dump_regions=dump_regions, word_index_bits=(mem_size // fb - 1).bit_length(),
+                timeout_cycles=timeout)
+
+    started = time.monotonic()
+    log(f"elaborating the system ({n} endpoints, {params.fabric.flit_width}-bit flits) ...")
+    path = verilog_for(lambda: System(params), "system", repr(params))
+    log(f"simulating on {cfg.sim} (first run of a configuration also builds it) ...")
+    try:
+        run_cocotb(verilog_path=path, top="system", test_module="scin.sim.allreduce_bench",
+                   sim=cfg.sim, config=plan, waves=waves, test_dir=run_dir, seed=cfg.seed,
+                   quiet=True)
+    except SimulationError as exc:
+        raise RuntimeError(f"the simulation did not complete: {exc}") from exc
+    wall = time.monotonic() - started
+
+    timing = json.loads((run_dir / "timing.json").read_text())
+    got = np.load(run_dir / "outputs.npz")
+    per_endpoint = []
+    all_match = True
+    traffic_ok = True
+    if cfg.traffic:
+        from ..hdl.endpoint.accelerator import pattern_bytes
+        for i in range(n):
+            sender = (i - 1) % n
+            expect = b"".join(pattern_bytes(traffic_seed(sender, k), 4096)
+                              for k in range(TRAFFIC_BYTES // 4096))
+            traffic_ok &= got[f"ep{i}_scratch"].tobytes() == expect
+    for i in range(n):
+        match = all(got[f"ep{i}_{name}"].tobytes() == data for name, data in want.items())
+        all_match &= match
+        mismatches = 0
+        if not match:
+            a = np.frombuffer(got[f"ep{i}_dst"].tobytes(), np.uint8)
+            b = np.frombuffer(want["dst"], np.uint8)
+            mismatches = int(np.count_nonzero(a != b))
+        flag = timing["replays"][-1]["flags"][str(i)]
+        per_endpoint.append({"endpoint": i, "match": bool(match), "mismatched_bytes": mismatches,
+                             "flag_status": flag >> 16 & 0xFF, "flag_generation": flag & 0xFFFF,
+                             "flag_cycle": timing["replays"][-1]["flag_cycles"][str(i)]})
+    cycles = [r["cycles"] for r in timing["replays"]]
+    t = cycles[-1]
+    status = max(e["flag_status"] for e in per_endpoint)
+    report = {
+        "match": bool(all_match and traffic_ok), "endpoints": n, "dtype": cfg.dtype, "size_bytes": cfg.size,
+        "elements": cfg.elements, "cycles": t, "latency_us": t / CLOCK_MHZ,
+        "efficiency": cfg.size / (t * fb), "status": status, "expected_status": want_status & 3,
+        "replay_cycles": cycles, "per_endpoint": per_endpoint, "counters": timing["counters"],
+        "switch_errors": timing["switch_errors"], "seed": cfg.seed, "sim": cfg.sim,
+        "traffic_intact": bool(traffic_ok) if cfg.traffic else None,
+        "params": {k: plan[k] for k in ("one_way_latency", "mem_latency", "reorder", "capacity",
+                                        "outstanding", "flag_mode", "flit_width", "mem_size")},
+        "wall_seconds": round(wall, 2), "run_dir": str(run_dir),
+    }
+    if waves:
+        found = sorted(run_dir.glob("*.vcd")) + sorted(run_dir.glob("*.fst"))
+        report["waveform"] = str(found[0]) if found else None
+    if save:
+        _save(cfg, Path(save), raw, got, report)
+    return report
+
+
+def traffic_seed(sender, k):
+    """Pattern seed of ordinary write ``k`` from endpoint ``sender`` (see ``pattern_bytes``)."""
+    return (sender << 8 | k) & 0xFFFF
+
+
+def _runs_dir():
+    path = BUILD_ROOT / "runs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _save(cfg, out, raw, got, report):
+    """``ep{i}_in.npy`` / ``ep{i}_out.npy`` (+ scales for int8), typed as documented in docs/CLI.md."""
+    out.mkdir(parents=True, exist_ok=True)
+    for i in range(cfg.endpoints):
+        np.save(out / f"ep{i}_in.npy", _typed_view(cfg, raw[f"ep{i}_src"].tobytes()))
+        np.save(out / f"ep{i}_out.npy", _typed_view(cfg, got[f"ep{i}_dst"].tobytes()))
+        if cfg.dtype == "int8":
+            np.save(out / f"ep{i}_in_scales.npy", _typed_view(cfg, raw[f"ep{i}_src_scales"].tobytes(), True))
+            np.save(out / f"ep{i}_out_scales.npy", _typed_view(cfg, got[f"ep{i}_dst_scales"].tobytes(), True))
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")

@@ -1,0 +1,145 @@
+"""cocotb side of ``scin allreduce``: runs inside the simulator, driven by files.
+
+:mod:`scin.sim.allreduce` writes ``inputs.npz`` and passes a JSON plan in ``SCIN_TB_CONFIG``; this
+test loads every endpoint's memory through its backdoor, loads the descriptor(s) into the ISA, makes
+every accelerator arrive at the barrier in the same cycle, waits for every completion flag, reads
+the results back and writes ``outputs.npz`` and ``timing.json`` beside the inputs. Python touches
+the design only at the edges: the All-Reduce itself runs in HDL.
+"""
+
+import json
+from pathlib import Path
+
+import cocotb
+import numpy as np
+from cocotb.triggers import RisingEdge
+
+from scin.hdl.endpoint.accelerator import AccOp, EventKind, command_layout, event_layout
+from scin.hdl.isa.descriptor import descriptor_layout
+from scin.hdl.isa.instruction_buffer import load_layout
+from scin.hdl.isa.wave_controller import counters_layout
+from scin.tb.common import tb_config, start, StreamSource, StreamSink, read_int
+from scin.tb.isa_model import pack_descriptor, desc_fields
+
+from .allreduce import plan_params, traffic_seed
+
+
+def _words(raw, width_bytes):
+    raw = bytes(raw) + bytes(-len(raw) % width_bytes)
+    return [int.from_bytes(raw[i:i + width_bytes], "little") for i in range(0, len(raw), width_bytes)]
+
+
+def counters(dut):
+    value = read_int(dut.counters)
+    return {name: (value >> f.offset) & 0xFFFFFFFF for name, f in counters_layout()}
+
+
+@cocotb.test()
+async def allreduce(dut):
+    plan = tb_config()
+    sp = plan_params(plan)
+    f = sp.fabric
+    n = f.ports
+    fb = f.flit_bytes
+    run_dir = Path(plan["run_dir"])
+    inputs = np.load(run_dir / "inputs.npz")
+
+    loaders = [StreamSource(dut, f"load__{i}") for i in range(n)]
+    dumpers = [StreamSource(dut, f"dump_req__{i}") for i in range(n)]
+    dumps = [StreamSink(dut, f"dump_data__{i}") for i in range(n)]
+    cmds = [StreamSource(dut, f"cmd__{i}") for i in range(n)]
+    events = [StreamSink(dut, f"events__{i}") for i in range(n)]
+    isa_load = StreamSource(dut, "isa_load")
+    await start(dut)
+
+    # Memories, through the backdoor: one word per cycle per endpoint, all endpoints at once.
+    wbits = plan["word_index_bits"]
+    for i in range(n):
+        for region in plan["load_regions"]:
+            raw = inputs[f"ep{i}_{region['name']}"].tobytes()
+            base = region["addr"] // fb
+            loaders[i].send(*((w << wbits) | (base + k) for k, w in enumerate(_words(raw, fb))))
+    for src in loaders:
+        await src.wait_idle(timeout_cycles=10_000_000)
+    dut._log.info("memories loaded")
+
+    # The program: one descriptor, replayed `replays` times.
+    dl = descriptor_layout()
+    ll = load_layout(sp.isa)
+    isa_load.send(pack_descriptor(ll, index=0, last=1, desc=pack_descriptor(dl, **plan["descriptor"])))
+    await isa_load.wait_idle()
+
+    cl = command_layout(f)
+    el = event_layout(f)
+    desc = plan["descriptor"]
+    parts = [i for i in range(n) if desc["participants"] >> i & 1]
+    timings = []
+    for generation in range(1, plan["replays"] + 1):
+        for e in events:
+            e.items.clear()
+        # Every participant arrives in the same cycle, then waits for its flag. With ordinary
+        # traffic, each endpoint also floods the next one with writes through the switch core
+        # between its arrival and its wait, so they race the collective on every link (the latency
+        # measured then includes that contention).
+        for i in parts:
+            cmds[i].send(pack_descriptor(cl, op=AccOp.ARRIVE, addr=desc["sync"], length=1, tag=generation))
+        if plan["traffic"] and generation == 1:
+            for i in range(n):
+                for k in range(plan["traffic_bytes"] // 4096):
+                    cmds[i].send(pack_descriptor(cl, op=AccOp.WRITE_REMOTE, dst=(i + 1) % n,
+                                                 addr=plan["scratch_addr"] + 4096 * k, length=4096,
+                                                 seed=traffic_seed(i, k), tag=0x100 + k))
+        for i in parts:
+            cmds[i].send(pack_descriptor(cl, op=AccOp.WAIT_FLAG, addr=desc["flag_addr"],
+                                         generation=generation))
+        flags = {}
+        sent = {}
+        budget = plan["timeout_cycles"]
+        for cycle in range(budget):
+            await RisingEdge(dut.clk)
+            for i in parts:
+                while events[i].items:
+                    ev = desc_fields(el, events[i].items.pop(0))
+                    if ev["kind"] == EventKind.SENT.value and ev["tag"] == generation:
+                        sent[i] = ev["cycle"]   # the arrival write left the endpoint
+                    elif ev["kind"] == EventKind.FLAG.value:
+                        flags[i] = ev
+            if len(flags) == len(parts) and all(c.idle for c in cmds):
+                break
+            if cycle % 100_000 == 99_999:
+                dut._log.info("cycle %d: %d of %d flags seen; ISA counters %s", cycle, len(flags),
+                              len(parts), counters(dut))
+        else:
+            raise AssertionError(f"generation {generation}: only {len(flags)} of {len(parts)} "
+                                 f"completion flags after {budget} cycles; ISA counters {counters(dut)}")
+        start_cycle = max(sent.values())
+        end_cycle = max(ev["cycle"] for ev in flags.values())
+        timings.append({
+            "generation": generation, "start": start_cycle, "end": end_cycle,
+            "cycles": end_cycle - start_cycle,
+            "flags": {i: ev["value"] for i, ev in flags.items()},
+            "flag_cycles": {i: ev["cycle"] - start_cycle for i, ev in flags.items()},
+        })
+        dut._log.info("generation %d: %d cycles", generation, end_cycle - start_cycle)
+        # Let the last flag writes' acknowledgements settle so the counters are final.
+        for _ in range(4 * plan["one_way_latency"]):
+            await RisingEdge(dut.clk)
+
+    # Results, through the backdoor.
+    outputs = {}
+    for region in plan["dump_regions"]:
+        nwords = -(-region["bytes"] // fb)
+        base = region["addr"] // fb
+        for i in parts:
+            dumps[i].items.clear()
+            dumpers[i].send(*range(base, base + nwords))
+        for i in parts:
+            await dumps[i].wait_for(nwords, timeout_cycles=10 * nwords + 1000)
+            raw = b"".join(w.to_bytes(fb, "little") for w in dumps[i].items[:nwords])
+            outputs[f"ep{i}_{region['name']}"] = np.frombuffer(raw[:region["bytes"]], np.uint8)
+    np.savez(run_dir / "outputs.npz", **outputs)
+    (run_dir / "timing.json").write_text(json.dumps({
+        "replays": timings, "counters": counters(dut),
+        "switch_errors": [read_int(getattr(dut, f"errors__{i}")) for i in range(n)],
+        "rejected": [read_int(getattr(dut, f"rejected__{i}")) for i in range(n)],
+    }, indent=1))

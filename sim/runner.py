@@ -1,0 +1,181 @@
+"""Elaborate an Amaranth component to Verilog and run cocotb tests on it, with caching.
+
+Used by every testbench (under pytest) and by the CLI. Two caches make repeated runs cheap:
+
+* Verilog is written once per (top name, configuration key, HDL source tree) to
+  ``.build/verilog/<top>-<hash>.v``, atomically (temporary file + ``os.replace``), so parallel test
+  workers never read a half-written file.
+* Each simulator build lives in ``.build/<sim>/<top>-<hash>/`` and is guarded by a file lock, so two
+  workers that need the same build wait for one another instead of racing ``make``. Each *run* gets its
+  own test directory, so results files and waveforms never collide.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import re
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from .toolchain import BUILD_ROOT, REPO_ROOT, have_icarus, setup_environment
+
+
+__all__ = ["SIMULATORS", "SimulationError", "verilog_for", "run_cocotb", "hdl_fingerprint"]
+
+SIMULATORS = ("verilator", "icarus")
+
+#: Verilator warnings waived on Amaranth output, with the reason for each (docs/DEVELOPING.md).
+VERILATOR_WAIVERS = [
+    # Amaranth emits width-extending assignments and comparisons that are correct by construction.
+    "-Wno-WIDTH",
+    # Style warnings (e.g. ALWNEVER on Amaranth's constant `always @*` blocks, CASEINCOMPLETE on
+    # enum switches) must not stop a simulation build; `scin lint` checks them, with its own list of
+    # waivers, so they are not lost.
+    "-Wno-fatal",
+]
+
+
+class SimulationError(RuntimeError):
+    """A simulation ran but at least one cocotb test failed, or the simulator crashed."""
+
+
+def hdl_fingerprint():
+    """A hash of every Python file under ``hdl/``: cached Verilog is stale when the HDL changes."""
+    digest = hashlib.sha256()
+    for path in sorted((REPO_ROOT / "hdl").rglob("*.py")):
+        if path.name == "catalog.py":   # a list of tops, not hardware
+            continue
+        digest.update(str(path.relative_to(REPO_ROOT)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@contextmanager
+def _locked(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _atomic_write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def verilog_for(make_component, top, config_key):
+    """Return the path of the Verilog for ``make_component()``, elaborating it only if needed.
+
+    Parameters
+    ----------
+    make_component : callable
+        Returns the :class:`wiring.Component` to convert. Called only on a cache miss.
+    top : str
+        Verilog module name of the top level.
+    config_key : str
+        Everything that distinguishes this configuration (typically ``repr`` of the parameters).
+    """
+    from scin.hdl.toplevel import convert
+    setup_environment()
+    key = hashlib.sha256(f"{top}\0{config_key}\0{hdl_fingerprint()}".encode()).hexdigest()[:16]
+    path = BUILD_ROOT / "verilog" / f"{top}-{key}.v"
+    with _locked(path.with_suffix(".lock")):
+        if not path.exists():
+            component = make_component()
+            # Not verilog.convert(component): it rejects the constant ``ready`` of always_ready
+            # streams (credit links); see hdl/toplevel.py.
+            _atomic_write(path, convert(component, name=top, emit_src=False))
+    return path
+
+
+def _icarus_variant(path):
+    """The Verilog with Yosys's time-0 trigger made reliable, for Icarus.
+
+    Yosys makes every combinational ``always @*`` block read a dummy register initialised at time 0,
+    so that each block runs once before anything changes. Icarus may start the blocks after that
+    initialisation, so a block whose inputs never change (an FSM output in its reset state, say)
+    keeps ``X`` forever. Setting the register again with ``#0`` happens after every process has
+    reached its first wait, so every block runs once. Blocks that assign only a constant, and so
+    read nothing at all, become ``initial`` assignments. (``always_comb`` would also run at time 0,
+    but Icarus 11 widens its sensitivity to whole vectors, which made some blocks oscillate.)
+    """
+    variant = path.with_name(path.stem + "-icarus.v")
+    with _locked(variant.with_suffix(".lock")):
+        if not variant.exists() or variant.stat().st_mtime < path.stat().st_mtime:
+            text = re.sub(r"(reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;)",
+                          r"\1\n  initial #0 \2 = 1;", path.read_text())
+            # Blocks that only assign a constant read nothing, not even the dummy register: they
+            # would never run. They mean "this is always the constant": an `initial` says it.
+            text = re.sub(r"always @\*\n(\s+[^\n;=]+ = \d+'[hbd][0-9a-fA-F_]+;\n)", r"initial\n\1", text)
+            _atomic_write(variant, text)
+    return variant
+
+
+def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None, config=None,
+               waves=False, test_dir=None, extra_env=None, quiet=False):
+    """Build (cached) and run the cocotb tests in ``test_module`` against ``top``.
+
+    ``config`` (JSON-serialisable) reaches the testbench as the ``SCIN_TB_CONFIG`` environment
+    variable; read it with :func:`scin.tb.common.tb_config`. With ``quiet`` the simulator's log goes
+    to ``sim.log`` in the test directory instead of standard output. Returns the path of the results
+    file.
+
+    Raises
+    ------
+    ValueError
+        Unknown simulator.
+    SimulationError
+        A test failed or the simulator crashed (checked from the results file, so this works the
+        same under pytest and from the CLI).
+    """
+    from cocotb_tools.runner import get_runner
+    from cocotb_tools.check_results import get_results
+
+    if sim not in SIMULATORS:
+        raise ValueError(f"sim must be one of {', '.join(SIMULATORS)}, not {sim!r}")
+    if sim == "icarus" and not have_icarus():
+        raise RuntimeError("Icarus Verilog (iverilog, vvp) is not installed; "
+                           "install it (Debian: apt-get install iverilog) or use --sim verilator")
+    setup_environment()
+    verilog_path = Path(verilog_path)
+    if sim == "icarus":
+        verilog_path = _icarus_variant(verilog_path)
+    build_dir = BUILD_ROOT / sim / (verilog_path.stem + ("-waves" if waves else ""))
+    runner = get_runner(sim)
+    build_args = VERILATOR_WAIVERS + ["-O3", "--x-assign", "fast", "--x-initial", "fast"] \
+        if sim == "verilator" else []
+    log_file = build_dir / "build.log"
+    with _locked(build_dir.with_suffix(".lock")):
+        try:
+            runner.build(sources=[verilog_path], hdl_toplevel=top, build_dir=build_dir,
+                         build_args=build_args, timescale=("1ns", "1ps"), waves=waves,
+                         log_file=log_file)
+        except Exception as exc:
+            raise SimulationError(f"{sim} could not build {verilog_path}: {exc}; see {log_file}") from exc
+    if test_dir is None:
+        (BUILD_ROOT / "runs").mkdir(parents=True, exist_ok=True)
+        test_dir = tempfile.mkdtemp(dir=BUILD_ROOT / "runs", prefix=f"{top}-{sim}-")
+    test_dir = Path(test_dir)
+    env = dict(extra_env or {})
+    env["SCIN_TB_CONFIG"] = json.dumps(config or {})
+    results = runner.test(test_module=test_module, hdl_toplevel=top, testcase=testcase, seed=seed,
+                          extra_env=env, waves=waves, build_dir=build_dir, test_dir=test_dir,
+                          results_xml=str(test_dir / "results.xml"),
+                          timescale=("1ns", "1ps"),
+                          log_file=test_dir / "sim.log" if quiet else None)
+    num_tests, num_failed = get_results(results)
+    if num_tests == 0:
+        raise SimulationError(f"no cocotb test ran from {test_module} (see {test_dir})")
+    if num_failed:
+        raise SimulationError(f"{num_failed} of {num_tests} cocotb test(s) failed in {test_module} "
+                              f"on {sim} (logs and waves in {test_dir})")
+    return results

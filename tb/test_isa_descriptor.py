@@ -1,0 +1,97 @@
+"""The ISA's descriptor and flag formats: docs/ISA.md against the layouts; parameter checks;
+the software descriptor check."""
+
+import re
+
+import pytest
+
+from scin.hdl.isa import descriptor as d
+from scin.hdl.packet import FabricParams
+from scin.sim.toolchain import REPO_ROOT
+
+
+def _tables():
+    tables, current = {}, None
+    for line in (REPO_ROOT / "docs" / "ISA.md").read_text().splitlines():
+        if line.startswith("|"):
+            cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+            if current is None:
+                current = tables.setdefault(tuple(cells[:3]), [])
+            elif not re.fullmatch(r"-+", cells[0]):
+                current.append(cells)
+        else:
+            current = None
+    return tables
+
+
+def _layout_rows(layout):
+    return [(name, field.offset, field.width) for name, field in layout]
+
+
+def test_descriptor_table_matches_layout():
+    rows = _tables()[("field", "lsb", "bits")]
+    # The first field table is the descriptor's, the flag's follows it in the same form.
+    documented = [(r[0], int(r[1]), int(r[2])) for r in rows]
+    desc_rows = _layout_rows(d.descriptor_layout())
+    flag_rows = _layout_rows(d.flag_layout())
+    assert documented == desc_rows + flag_rows
+
+
+def test_status_bits_match_enum():
+    rows = _tables()[("status bit", "value", "meaning")]
+    assert {r[0]: int(r[1]) for r in rows} == {f.name: f.value for f in d.FlagStatus}
+
+
+def test_counter_table_matches_layout():
+    from scin.hdl.isa.wave_controller import counters_layout
+    rows = next(v for k, v in _tables().items() if k[0] == "counter")
+    assert [r[0] for r in rows] == [name for name, _ in counters_layout()]
+
+
+GOOD = dict(op=d.Op.ALLREDUCE.value, dtype=0, sync=0, participants=0b1111, elements=2048,
+            src_addr=0, dst_addr=0x10000, flag_addr=0x20000)
+
+
+@pytest.mark.parametrize("change, reason", [
+    (dict(op=0), "op 0 is not implemented"),
+    (dict(op=d.Op.REDUCE_SCATTER.value), "op 2 is not implemented"),
+    (dict(participants=0), "participant set is empty"),
+    (dict(participants=0b10001), "names ports beyond 3"),
+    (dict(sync=8), "sync resource 8 is out of range"),
+    (dict(elements=0), "length is zero"),
+    (dict(elements=1 << 29), "exceeds the maximum"),
+    (dict(dtype=2, elements=100), "not a whole number of 64-element blocks"),
+    (dict(src_addr=0x11), "src_addr 0x11 is not 32-byte aligned"),
+    (dict(flag_addr=0x2), "flag_addr 0x2 is not 4-byte aligned"),
+    (dict(dtype=3), "dtype 3 is unknown"),
+])
+def test_check_descriptor_names_the_problem(change, reason):
+    params = d.IsaParams()
+    assert check_ok(params)
+    problems = check_descriptor_with(params, change)
+    assert any(reason in p for p in problems), problems
+
+
+def check_ok(params):
+    return d.check_descriptor(GOOD, params) == []
+
+
+def check_descriptor_with(params, change):
+    return d.check_descriptor({**GOOD, **change}, params)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(capacity=3000), r"capacity must be a power of two multiple of max_payload"),
+    (dict(capacity=32768, waves=3), r"waves must divide the 8 slots of the wave table \(1 to 8\), not 3"),
+    (dict(waves=16), r"waves must divide the 8 slots"),
+    (dict(descriptors=0), r"descriptors must be between 1 and 256, not 0"),
+    (dict(sync_resources=300), r"sync_resources must be between 1 and 256, not 300"),
+])
+def test_bad_isa_parameters_are_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        d.IsaParams(**kwargs)
+
+
+def test_isa_rejects_more_ports_than_the_descriptor_names():
+    with pytest.raises(ValueError, match="at most 16 ports"):
+        d.IsaParams(fabric=FabricParams(ports=17, port_bits=5))
