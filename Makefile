@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/scin demo
+	$(BIN)/scin allreduce --endpoints 4 --dtype fp16 --size 64KiB
 
 test: $(STAMP)
 	$(BIN)/pytest -n $(JOBS) -q

@@ -69,11 +69,6 @@ def cmd_lint(args):
     return 0 if lint_blocks(params, args.block) else 1
 
 
-def cmd_demo(args):
-    from .demo import run_demo
-    return run_demo(sim=args.sim, seed=args.seed, ports=args.ports)
-
-
 def _status_text(status):
     from ..hdl.isa.descriptor import FlagStatus
     if status == 0:
@@ -129,16 +124,6 @@ def build_parser():
                     "Generate Verilog, synthesize, simulate and benchmark from one command.",
         epilog="Run `scin COMMAND --help` for a command's options. Docs: README.md and docs/.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    p = sub.add_parser("demo", help="run the switch traffic demo in simulation (the main job)",
-                       description="Endpoints exchange packets through the N-port switch, "
-                                   "ordinary and ISA (INC-flag) traffic mixed; prints what happened "
-                                   "and checks every packet arrived intact.")
-    p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
-                   help="simulator (default: verilator)")
-    p.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
-    p.add_argument("--ports", type=int, default=4, help="switch ports (default: 4)")
-    p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("allreduce", help="run one All-Reduce on the simulated 4-endpoint system",
                        description="Fill every endpoint's memory with seeded random data, run "
@@ -209,10 +194,27 @@ def build_parser():
     _fabric_args(p)
     p.set_defaults(func=cmd_lint)
 
+    # Jobs with their own argument parsers: everything after the command name is passed on.
+    for name, text in (
+            ("bench-port", "benchmark one switch port's link under saturation "
+                                         "(writes docs/PERFORMANCE.md)"),
+            ("bench-allreduce", "All-Reduce latency and efficiency on the simulated system "
+                                "(writes docs/PERFORMANCE.md)"),
+            ("accuracy", "accuracy study: INQ vs ring-quantized vs FP16 All-Reduce "
+                                     "(writes docs/accuracy.csv/.png)")):
+        sub.add_parser(name, help=text, description=f"{text}. Run `scin {name} --help` for its options.")
     return parser
 
 
+DELEGATED = {"bench-port": "bench_port", "bench-allreduce": "bench_allreduce", "accuracy": "accuracy"}
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in DELEGATED:
+        # These jobs parse their own options (argparse's REMAINDER would swallow `--help`).
+        import importlib
+        return importlib.import_module(f"scin.scripts.{DELEGATED[argv[0]]}").main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -97,18 +97,19 @@ def verilog_for(make_component, top, config_key):
     return path
 
 
-def _icarus_variant(path):
-    """The Verilog with Yosys's time-0 trigger made reliable, for Icarus.
+def _sim_variant(path):
+    """The Verilog with Yosys's time-0 trigger made reliable, for simulation.
 
     Yosys makes every combinational ``always @*`` block read a dummy register initialised at time 0,
     so that each block runs once before anything changes. Icarus may start the blocks after that
     initialisation, so a block whose inputs never change (an FSM output in its reset state, say)
     keeps ``X`` forever. Setting the register again with ``#0`` happens after every process has
     reached its first wait, so every block runs once. Blocks that assign only a constant, and so
-    read nothing at all, become ``initial`` assignments. (``always_comb`` would also run at time 0,
+    read nothing at all, become ``initial`` assignments: neither simulator ever runs them otherwise
+    (Verilator says so: ALWNEVER), which left e.g. a constant opcode field at 0. (``always_comb`` would also run at time 0,
     but Icarus 11 widens its sensitivity to whole vectors, which made some blocks oscillate.)
     """
-    variant = path.with_name(path.stem + "-icarus.v")
+    variant = path.with_name(path.stem + "-sim.v")
     with _locked(variant.with_suffix(".lock")):
         if not variant.exists() or variant.stat().st_mtime < path.stat().st_mtime:
             text = re.sub(r"(reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;)",
@@ -118,6 +119,25 @@ def _icarus_variant(path):
             text = re.sub(r"always @\*\n(\s+[^\n;=]+ = \d+'[hbd][0-9a-fA-F_]+;\n)", r"initial\n\1", text)
             _atomic_write(variant, text)
     return variant
+
+
+def _lean_verilator():
+    """cocotb's Verilator runner without ``--public-flat-rw``.
+
+    That flag makes every internal signal of the design visible to VPI, which multiplies the C++
+    Verilator generates (5x slower builds on the datapath) and blocks optimisations. Testbenches
+    here only touch top-level ports, which ``--vpi`` exposes anyway; waveforms (``--trace``) still
+    record every signal.
+    """
+    from cocotb_tools.runner import Verilator
+
+    class LeanVerilator(Verilator):
+        def _build_command(self):
+            cmds = super()._build_command()
+            cmds[0] = [arg for arg in cmds[0] if arg != "--public-flat-rw"] + ["--public-depth", "1"]
+            return cmds
+
+    return LeanVerilator()
 
 
 def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None, config=None,
@@ -147,11 +167,10 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
                            "install it (Debian: apt-get install iverilog) or use --sim verilator")
     setup_environment()
     verilog_path = Path(verilog_path)
-    if sim == "icarus":
-        verilog_path = _icarus_variant(verilog_path)
+    verilog_path = _sim_variant(verilog_path)
     build_dir = BUILD_ROOT / sim / (verilog_path.stem + ("-waves" if waves else ""))
-    runner = get_runner(sim)
-    build_args = VERILATOR_WAIVERS + ["-O3", "--x-assign", "fast", "--x-initial", "fast"] \
+    runner = _lean_verilator() if sim == "verilator" else get_runner(sim)
+    build_args = VERILATOR_WAIVERS + ["-O3", "--x-assign", "fast", "--x-initial", "fast", "--no-timing"] \
         if sim == "verilator" else []
     log_file = build_dir / "build.log"
     with _locked(build_dir.with_suffix(".lock")):

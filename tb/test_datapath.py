@@ -425,15 +425,23 @@ CONFIGS = [
     pytest.param(4, 512, id="n4w512"),
 ]
 
+#: Which simulator runs which configuration. The datapath is large (~70k LUTs at N=4): a Verilator
+#: build takes minutes, so Verilator builds only the configurations the system uses (N=4, 256 bits)
+#: and the largest (N=8); Icarus, which compiles in seconds but simulates slowly, takes the small
+#: ones, including a non-power-of-two N with 64-bit flits. N=4 at 256 bits runs on both.
+#: n4w512 stays listed for manual runs: add it to ON to run it.
+ON = {"verilator": {(4, 256), (8, 256)},
+      "icarus":    {(2, 256), (4, 256), (3, 64)}}
+
 
 @pytest.mark.parametrize("n,w", CONFIGS)
 def test_datapath(sim, n, w):
-    if sim == "icarus" and (n, w) not in ((2, 256), (4, 256), (3, 64)):
-        pytest.skip("large configurations run on Verilator only, to keep the suite fast")
+    if (n, w) not in ON[sim]:
+        pytest.skip(f"n={n}, w={w} does not run on {sim} (see ON in this file: build time)")
     make = lambda: Datapath(n_inputs=n, flit_width=w)
     v = verilog_for(make, "datapath", f"n{n}w{w}")
     run_cocotb(verilog_path=v, top="datapath", test_module=cocotb_module(__file__), sim=sim,
-               config={"n": n, "w": w, "latency": make().latency})
+               config={"n": n, "w": w, "latency": Datapath.latency_for(n)})
 
 
 @pytest.mark.parametrize("kwargs,message", [

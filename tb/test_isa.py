@@ -15,7 +15,7 @@ from scin.hdl.isa.dtype import DType
 from scin.hdl.isa.instruction_buffer import load_layout
 from scin.hdl.isa.isa import Isa
 from scin.hdl.isa.wave_controller import counters_layout
-from scin.hdl.packet import FabricParams
+from scin.hdl.packet import FabricParams, MsgClass, Opcode
 from scin.sim import numerics
 from scin.sim.runner import verilog_for, run_cocotb
 from scin.tb.common import (tb_config, tb_rng, start, StreamSource, random_pauses, read_int,
@@ -27,8 +27,9 @@ MEM = 0x23000
 
 
 def isa_params(cfg):
-    return IsaParams(fabric=FabricParams(ports=cfg.get("ports", 4)),
-                     capacity=cfg.get("capacity", 16384), waves=cfg.get("waves", 4))
+    # One configuration for every case, so each simulator builds the ISA once: 4 slots in 2 waves
+    # makes messages of more than 4 slots (16 KiB) exercise wave regulation and slot reuse.
+    return IsaParams(fabric=FabricParams(ports=4), capacity=16384, waves=2)
 
 
 def make_inputs(rng, dtype, n_parts, elements):
@@ -148,7 +149,8 @@ CASES = {
     "int8_8KB":     dict(dtype="int8", elements=8192),
     "int8_64":      dict(dtype="int8", elements=64),
     "fp16_subset":  dict(dtype="fp16", elements=3000, mask=0b1011),
-    "fp16_replay":  dict(dtype="fp16", elements=4096, replays=3, waves=1, capacity=8192),
+    "fp16_replay":  dict(dtype="fp16", elements=4096, replays=3),
+    "fp16_5slots":  dict(dtype="fp16", elements=10240 + 32),
 }
 
 
@@ -159,3 +161,79 @@ def test_isa_allreduce(sim, case):
     path = verilog_for(lambda: Isa(params), "isa", repr(params))
     run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
                config=cfg, testcase="allreduce_matches_golden_model")
+
+
+@cocotb.test()
+async def bad_input_then_good(dut):
+    """Bad descriptors end with ERROR flags and the ISA goes on; two good descriptors on different
+    sync resources run in between; a response with an unknown tag is dropped and counted."""
+    params = isa_params(tb_config())
+    ports = params.fabric.ports
+    rng = tb_rng(dut)
+    eps = [EndpointModel(dut, params.fabric, i, MEM, rng,
+                         pauses=lambda: random_pauses(rng, 0.2)) for i in range(ports)]
+    loader = StreamSource(dut, "load")
+    await start(dut)
+    everyone = (1 << ports) - 1
+    good = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ACKED, participants=everyone,
+                elements=2048, src_addr=SRC, dst_addr=DST)
+    flag = lambda k: FLAG + 64 * k
+    # (descriptor, sync resource arrived at or None, expected generation, expected status)
+    program = [
+        (dict(good, op=0, sync=0, flag_addr=flag(0)), 0, 1, FlagStatus.ERROR),
+        (dict(good, sync=1, flag_addr=flag(1)), 1, 1, 0),
+        (dict(good, sync=0, elements=0, flag_addr=flag(2)), 0, 2, FlagStatus.ERROR),
+        # Ports 4 and 5 do not exist: the descriptor is bad, but port 0 can still arrive, so the
+        # barrier is kept (its arrival must not leak into the next generation of resource 2).
+        (dict(good, sync=2, participants=0b110001, flag_addr=flag(3)), 2, 1, FlagStatus.ERROR),
+        (dict(good, sync=3, src_addr=SRC + 4, flag_addr=flag(4)), 3, 1, FlagStatus.ERROR),
+        (dict(good, sync=9, flag_addr=flag(5)), None, 0, FlagStatus.ERROR),
+        (dict(good, sync=2, dtype=DType.BF16, flag_addr=flag(6)), 2, 2, 0),
+    ]
+    load_program(loader, params, [p[0] for p in program])
+    await loader.wait_idle()
+
+    # A read response nobody asked for.
+    stray = eps[0]._data_packet(Opcode.READ_RESP, {"tag": 0x7FF}, bytes(64))
+    eps[0].to_isa[MsgClass.RDATA].send(*stray)
+
+    for k, (desc, sync, generation, status) in enumerate(program):
+        status = getattr(status, "value", status)
+        parts = [i for i in range(ports) if desc["participants"] >> i & 1]
+        data = None
+        if status == 0:
+            data, _ = make_inputs(rng, "bf16" if desc["dtype"] == DType.BF16 else "fp16", len(parts),
+                                  desc["elements"])
+            for j, i in enumerate(parts):
+                eps[i].mem[SRC:SRC + data[j].nbytes] = data[j].tobytes()
+        if sync is not None:
+            for i in parts:
+                eps[i].arrive(sync)
+        flagged = [eps[i] for i in parts]
+        for cycle in range(20_000):
+            if all(ep.flag(desc["flag_addr"]) == (generation | int(status) << 16) for ep in flagged):
+                break
+            await RisingEdge(dut.clk)
+        else:
+            raise AssertionError(f"descriptor {k}: flags {[hex(ep.flag(desc['flag_addr'])) for ep in flagged]}, "
+                                 f"want generation {generation} status {int(status)}; {counters(dut)}")
+        if data is not None:
+            want, _, _ = (numerics.allreduce_bf16 if desc["dtype"] == DType.BF16 else numerics.allreduce_fp16)(data)
+            for i in parts:
+                assert bytes(eps[i].mem[DST:DST + want.nbytes]) == want.tobytes(), f"descriptor {k} port {i}"
+        dut._log.info("descriptor %d: flags %s as expected", k, hex(generation | int(status) << 16))
+    for _ in range(1000):
+        if counters(dut)["collectives"] == len(program):
+            break
+        await RisingEdge(dut.clk)
+    c = counters(dut)
+    assert c["collectives"] == len(program), c
+    assert c["bad_descriptors"] == 5, c
+    assert c["unknown_tags"] == 1, c
+
+
+def test_isa_bad_input(sim):
+    params = isa_params({})
+    path = verilog_for(lambda: Isa(params), "isa", repr(params))
+    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
+               config={}, testcase="bad_input_then_good")

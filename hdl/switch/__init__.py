@@ -15,6 +15,6 @@ from .arbiter import PacketArbiter
 from .filter import PacketFilter, error_layout
 from .port import SwitchPort
 from .core import SwitchCore
-from .switch import Switch
+from .switch import Switch, SWITCH_LATENCY
 
-__all__ = ["PacketArbiter", "PacketFilter", "error_layout", "SwitchPort", "SwitchCore", "Switch"]
+__all__ = ["PacketArbiter", "PacketFilter", "error_layout", "SwitchPort", "SwitchCore", "Switch", "SWITCH_LATENCY"]

@@ -11,7 +11,13 @@ from .filter import error_layout
 from .port import SwitchPort, check_queue_depth
 
 
-__all__ = ["Switch"]
+__all__ = ["Switch", "SWITCH_LATENCY"]
+
+#: Cycles a packet spends in the switch besides its two transport halves: filter register, core
+#: arbiter, port arbiter. Endpoint to endpoint through the core (user stream to user stream) takes
+#: ``2 * (link latency + TRANSPORT_LATENCY) + SWITCH_LATENCY`` cycles; link end to link end through
+#: the switch, ``TRANSPORT_LATENCY + SWITCH_LATENCY`` = 6 (measured by tb/test_switch.py).
+SWITCH_LATENCY = 3
 
 
 class Switch(wiring.Component):
@@ -25,7 +31,8 @@ class Switch(wiring.Component):
     ``errors[port]``.
 
     Latency, link end to link end through the core: transport RX 2 (queue) + filter 1 + core 1 +
-    port arbiter 1 + transport TX 1 = 6 cycles.
+    port arbiter 1 + transport TX 1 = 6 cycles. From an endpoint's TX stream to ``isa_rx``:
+    link latency + 3 (transport) + 1 (filter) + 2 (ISA RX queue) = link latency + 6.
 
     Parameters
     ----------

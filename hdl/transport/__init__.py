@@ -13,8 +13,8 @@ from .signature import (link_flit_signature, credit_signature, link_end_signatur
 from .credit_tx import CreditTx
 from .credit_rx import CreditRx
 from .link import DelayLine, Link
-from .port import TransportPort, TRANSPORT_LATENCY, credits_for_full_rate
+from .port import TransportPort, TRANSPORT_LATENCY, CREDIT_LOOP_OVERHEAD, credits_for_full_rate
 
 __all__ = ["link_flit_signature", "credit_signature", "link_end_signature", "packet_signature",
            "check_credits", "CreditTx", "CreditRx", "DelayLine", "Link", "TransportPort",
-           "TRANSPORT_LATENCY", "credits_for_full_rate"]
+           "TRANSPORT_LATENCY", "CREDIT_LOOP_OVERHEAD", "credits_for_full_rate"]

@@ -45,11 +45,16 @@ class TreeReducer(wiring.Component):
         check_params(n_inputs, flit_width)
         self.n_inputs = n_inputs
         self.flit_width = flit_width
-        self.latency = 2 + ceil_log2(n_inputs)
+        self.latency = self.latency_for(n_inputs)
         super().__init__({
             "i": In(stream.Signature(dequant_layout(n_inputs, flit_width))),
             "o": Out(stream.Signature(sum_layout(flit_width))),
         })
+
+    @staticmethod
+    def latency_for(n_inputs):
+        """Pipeline stages for ``n_inputs`` participants: ``2 + ceil(log2(n_inputs))``."""
+        return 2 + ceil_log2(n_inputs)
 
     def elaborate(self, platform):
         m = Module()
