@@ -14,7 +14,6 @@ Run: ``python -m scin.scripts.bench_port`` (or ``scin bench-port``); ``--no-writ
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile

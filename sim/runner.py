@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import re
-import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path

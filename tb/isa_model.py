@@ -73,7 +73,6 @@ class EndpointModel:
         return raw[:length]
 
     async def _run(self):
-        fbits = self.params.flit_width
         while True:
             await RisingEdge(self.dut.clk)
             self.cycle += 1
