@@ -104,6 +104,7 @@ class BarrierManager(wiring.Component):
                 resource_ok = hdr.addr < p.sync_resources
                 ack = Signal(hdr_layout)
                 m.d.comb += [
+                    ack.eq(0),  # drive every field (length, addr) so no bit is left undriven
                     ack.opcode.eq(Opcode.WRITE_RESP), ack.msg_class.eq(MsgClass.WRESP),
                     ack.inc.eq(1), ack.status.eq(Mux(resource_ok, Status.OK, Status.DECERR)),
                     ack.src.eq(grant), ack.dst.eq(grant), ack.tag.eq(hdr.tag),

@@ -91,12 +91,17 @@ class ReadIssuer(wiring.Component):
         is_last = left <= f.max_payload
         int8 = msg.dtype == DType.INT8
 
-        hdr = Signal(hdr_layout)
+        # The per-packet header fields; the constant ones are set on each queue's copy below.
+        hdr = Signal(data.StructLayout({name: hdr_layout[name].shape
+                                        for name in ("length", "tag", "addr")}))
         push = Signal()
-        m.d.comb += [hdr.opcode.eq(Opcode.READ), hdr.msg_class.eq(MsgClass.REQ), hdr.inc.eq(1)]
         for i, q in enumerate(queues):
             word = Signal(hdr_layout, name=f"hdr{i}")
-            m.d.comb += [word.eq(hdr), word.src.eq(i), word.dst.eq(i)]
+            # The constant fields are set in the same process as the copied ones, so none becomes
+            # a constant-only `always @*` block (which no simulator runs; Verilator ALWNEVER).
+            m.d.comb += [word.length.eq(hdr.length), word.tag.eq(hdr.tag), word.addr.eq(hdr.addr),
+                         word.opcode.eq(Opcode.READ), word.msg_class.eq(MsgClass.REQ),
+                         word.inc.eq(1), word.status.eq(0), word.src.eq(i), word.dst.eq(i)]
             m.d.comb += [
                 q.w_data.eq(f.header_flit(word, last=1)),
                 q.w_en.eq(push & msg.mask[i]),

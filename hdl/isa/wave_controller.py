@@ -141,6 +141,7 @@ class WaveController(wiring.Component):
         def send_flags(word_status):
             m.d.comb += [
                 self.flag.valid.eq(1),
+                self.flag.payload.eq(0),  # the reserved bits too: no bit is left undriven
                 self.flag.payload.mask.eq(mask), self.flag.payload.addr.eq(d.flag_addr),
                 self.flag.payload.word.generation.eq(generation),
                 self.flag.payload.word.status.eq(word_status),
