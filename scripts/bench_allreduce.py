@@ -59,25 +59,28 @@ def main(argv=None):
         rows.append({"dtype": dtype, "size": size, "cycles": cycles,
                      "us": cycles / CLOCK_MHZ, "eff": size / (cycles * 32),
                      "floor": hop_floor(args.latency, args.mem_latency, size),
-                     "counters": reports[0]["counters"]})
+                     "counters": reports[0]["counters"], "params": reports[0]["params"],
+                     "wall": statistics.median(r["wall_seconds"] for r in reports)})
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=REPO_ROOT).stdout.strip() or "unknown"
+    prm = rows[0]["params"]
     lines = [BEGIN, "## All-Reduce on the 4-endpoint system (`scin bench-allreduce`)", "",
              f"Command: `scin bench-allreduce --seeds {args.seeds}` (Verilator, commit {commit}, "
              f"{time.monotonic() - started:.0f} s). Paper latency model: one-way endpoint-to-switch "
              f"latency {args.latency} cycles, endpoint memory read latency {args.mem_latency} cycles; "
-             "ISA wave table 32 KiB per participant in 8 waves of one 4 KiB slot; ORDERED completion "
-             "flags; 256-bit flits at 250 MHz. Latency: last arrival write leaving its endpoint to "
+             f"ISA wave table {prm['capacity'] // 1024} KiB per participant regulated as "
+             f"{prm['outstanding']} waves; {prm['flag_mode'].upper()} completion flags; "
+             f"{prm['flit_width']}-bit flits at {CLOCK_MHZ:.0f} MHz. Latency: last arrival write leaving its endpoint to "
              "last completion flag seen; efficiency = size / (cycles x 32 B), size in its 16-bit form "
              "(INT8: the FP16-equivalent size). Median over seeds (the timing does not depend on "
              "the data).", "",
-             "| dtype | size | cycles | us | efficiency | hop floor (cycles) | stall_data | stall_slot | stall_tx |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| dtype | size | cycles | us | efficiency | hop floor (cycles) | stall_data | stall_slot | stall_tx | sim wall (s) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         c = r["counters"]
         lines.append(f"| {r['dtype']} | {r['size']} | {r['cycles']:.0f} | {r['us']:.2f} | "
                      f"{r['eff']:.3f} | {r['floor']} | {c['stall_data']} | {c['stall_slot']} | "
-                     f"{c['stall_tx']} |")
+                     f"{c['stall_tx']} | {r['wall']:.1f} |")
     lines += ["", "Hop floor: 4 one-way trips (arrival, read request, read response, write with "
               "the flag right behind it) + one memory read + one packet's serialisation.", END]
     text = "\n".join(lines)

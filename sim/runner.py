@@ -185,8 +185,10 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
     test_dir = Path(test_dir)
     env = dict(extra_env or {})
     env["SCIN_TB_CONFIG"] = json.dumps(config or {})
+    # Icarus would write its waveform into the shared build directory; put it beside the run.
+    plusargs = [f"+dumpfile_path={test_dir / (top + '.fst')}"] if waves and sim == "icarus" else []
     results = runner.test(test_module=test_module, hdl_toplevel=top, testcase=testcase, seed=seed,
-                          extra_env=env, waves=waves, build_dir=build_dir, test_dir=test_dir,
+                          extra_env=env, waves=waves, plusargs=plusargs, build_dir=build_dir, test_dir=test_dir,
                           results_xml=str(test_dir / "results.xml"),
                           timescale=("1ns", "1ps"),
                           log_file=test_dir / "sim.log" if quiet else None)

@@ -51,7 +51,6 @@ def test_system_small(sim, case):
 
 
 @pytest.mark.slow
-@pytest.mark.skip(reason="large Verilator regression not yet run green end to end (issue 4 is open)")
 @pytest.mark.parametrize("case", LARGE)
 def test_system_large(case):
     report = run_allreduce(AllReduceConfig(sim="verilator", **LARGE[case]), log=lambda *_: None)
