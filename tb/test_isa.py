@@ -165,8 +165,10 @@ def test_isa_allreduce(sim, case):
 
 @cocotb.test()
 async def bad_input_then_good(dut):
-    """Bad descriptors end with ERROR flags and the ISA goes on; two good descriptors on different
-    sync resources run in between; a response with an unknown tag is dropped and counted."""
+    """Bad descriptors (unknown op, zero length, a participant outside the switch, a misaligned
+    address, a sync resource out of range, an oversized length) end with ERROR flags and the ISA
+    goes on; good descriptors on different sync resources run in between and after; a response
+    with an unknown tag is dropped and counted."""
     params = isa_params(tb_config())
     ports = params.fabric.ports
     rng = tb_rng(dut)
@@ -189,6 +191,8 @@ async def bad_input_then_good(dut):
         (dict(good, sync=3, src_addr=SRC + 4, flag_addr=flag(4)), 3, 1, FlagStatus.ERROR),
         (dict(good, sync=9, flag_addr=flag(5)), None, 0, FlagStatus.ERROR),
         (dict(good, sync=2, dtype=DType.BF16, flag_addr=flag(6)), 2, 2, 0),
+        (dict(good, sync=0, elements=params.max_elements + 1, flag_addr=flag(7)), 0, 3, FlagStatus.ERROR),
+        (dict(good, sync=1, flag_addr=flag(8)), 1, 2, 0),
     ]
     load_program(loader, params, [p[0] for p in program])
     await loader.wait_idle()
@@ -228,7 +232,7 @@ async def bad_input_then_good(dut):
         await RisingEdge(dut.clk)
     c = counters(dut)
     assert c["collectives"] == len(program), c
-    assert c["bad_descriptors"] == 5, c
+    assert c["bad_descriptors"] == 6, c
     assert c["unknown_tags"] == 1, c
 
 
