@@ -99,8 +99,11 @@ class System(wiring.Component):
         self._params = params
         f = params.fabric
         n = f.ports
+        # The memories are megabytes and only ever simulated: SimRam storage, whose file
+        # backdoor is named ep0, ep1, ... (see hdl/endpoint/sim_ram.v).
         self._endpoints = [Endpoint(f, port=i, mem_size=params.mem_size, latency=params.mem_latency,
-                                    reorder=params.reorder) for i in range(n)]
+                                    reorder=params.reorder, storage="sim", name=f"ep{i}")
+                           for i in range(n)]
         ep = self._endpoints[0]
         super().__init__({
             "load":      In(stream.Signature(ep.load.payload.shape())).array(n),

@@ -200,13 +200,16 @@ def build_parser():
                                          "(writes docs/PERFORMANCE.md)"),
             ("bench-allreduce", "All-Reduce latency and efficiency on the simulated system "
                                 "(writes docs/PERFORMANCE.md)"),
+            ("bench", "sweep size, dtype, waves, table capacity and endpoints; CSV, plots and "
+                      "a docs/PERFORMANCE.md section, with modelled NVLS and ring figures"),
             ("accuracy", "accuracy study: INQ vs ring-quantized vs FP16 All-Reduce "
                                      "(writes docs/accuracy.csv/.png)")):
         sub.add_parser(name, help=text, description=f"{text}. Run `scin {name} --help` for its options.")
     return parser
 
 
-DELEGATED = {"bench-port": "bench_port", "bench-allreduce": "bench_allreduce", "accuracy": "accuracy"}
+DELEGATED = {"bench-port": "bench_port", "bench-allreduce": "bench_allreduce", "bench": "bench",
+             "accuracy": "accuracy"}
 
 
 def main(argv=None):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..hdl.catalog import BLOCKS, SIMULATION_ONLY
 from ..hdl.toplevel import toplevel_ports
-from ..sim.runner import verilog_for
+from ..sim.runner import extra_sources, verilog_for
 
 
 __all__ = ["select_blocks", "port_list", "export_verilog"]
@@ -66,4 +66,8 @@ def export_verilog(out_dir, params, names=None, log=print):
         }, indent=2) + "\n")
         log(f"{name:16s} {target}  ({description})")
         written.append(target)
+        for extra in extra_sources(path):
+            # Hand-written simulation models the design instantiates (e.g. scin_sim_ram).
+            (out_dir / extra.name).write_text(extra.read_text())
+            log(f"{'':16s} {out_dir / extra.name}  (instantiated by {name})")
     return written

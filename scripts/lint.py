@@ -6,7 +6,7 @@ Every waiver is listed in :data:`LINT_WAIVERS` with its reason, and documented i
 
 import subprocess
 
-from ..sim.runner import verilog_for
+from ..sim.runner import extra_sources, verilog_for
 from ..sim.toolchain import setup_environment
 from .export import select_blocks
 
@@ -36,7 +36,7 @@ def lint_verilog(path, top):
     """Run ``verilator --lint-only -Wall`` with the waivers; return ``(ok, output)``."""
     setup_environment()
     cmd = ["verilator", "--lint-only", "-Wall", *(flag for flag, _ in LINT_WAIVERS),
-           "--top-module", top, str(path)]
+           "--top-module", top, str(path), *map(str, extra_sources(path))]
     result = subprocess.run(cmd, capture_output=True, text=True)
     output = (result.stdout + result.stderr).strip()
     return result.returncode == 0 and "%Warning" not in output, output

@@ -42,9 +42,11 @@ class SimulationError(RuntimeError):
 
 
 def hdl_fingerprint():
-    """A hash of every Python file under ``hdl/``: cached Verilog is stale when the HDL changes."""
+    """A hash of every Python and Verilog file under ``hdl/``: cached Verilog and simulator
+    builds are stale when the HDL changes."""
     digest = hashlib.sha256()
-    for path in sorted((REPO_ROOT / "hdl").rglob("*.py")):
+    hdl = REPO_ROOT / "hdl"
+    for path in sorted([*hdl.rglob("*.py"), *hdl.rglob("*.v")]):
         if path.name == "catalog.py":   # a list of tops, not hardware
             continue
         digest.update(str(path.relative_to(REPO_ROOT)).encode())
@@ -139,14 +141,23 @@ def _lean_verilator():
     return LeanVerilator()
 
 
+def extra_sources(verilog_path):
+    """Hand-written Verilog files a generated design instantiates (today: the simulation-only
+    ``scin_sim_ram`` of :mod:`scin.hdl.endpoint.sim_ram`); add them to every tool's sources."""
+    from ..hdl.endpoint.sim_ram import SIM_RAM_MODULE, SIM_RAM_VERILOG
+    with open(verilog_path, "rb") as f:
+        text = f.read()
+    return [SIM_RAM_VERILOG] if SIM_RAM_MODULE.encode() in text else []
+
+
 def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None, config=None,
-               waves=False, test_dir=None, extra_env=None, quiet=False):
+               waves=False, test_dir=None, extra_env=None, quiet=False, plusargs=()):
     """Build (cached) and run the cocotb tests in ``test_module`` against ``top``.
 
     ``config`` (JSON-serialisable) reaches the testbench as the ``SCIN_TB_CONFIG`` environment
     variable; read it with :func:`scin.tb.common.tb_config`. With ``quiet`` the simulator's log goes
-    to ``sim.log`` in the test directory instead of standard output. Returns the path of the results
-    file.
+    to ``sim.log`` in the test directory instead of standard output. ``plusargs`` go to the
+    simulator (e.g. the file backdoor of ``scin_sim_ram``). Returns the path of the results file.
 
     Raises
     ------
@@ -166,7 +177,8 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
                            "install it (Debian: apt-get install iverilog) or use --sim verilator")
     setup_environment()
     verilog_path = Path(verilog_path)
-    verilog_path = _sim_variant(verilog_path)
+    sources = [_sim_variant(verilog_path), *extra_sources(verilog_path)]
+    verilog_path = sources[0]
     build_dir = BUILD_ROOT / sim / (verilog_path.stem + ("-waves" if waves else ""))
     runner = _lean_verilator() if sim == "verilator" else get_runner(sim)
     build_args = VERILATOR_WAIVERS + ["-O3", "--x-assign", "fast", "--x-initial", "fast", "--no-timing"] \
@@ -174,7 +186,7 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
     log_file = build_dir / "build.log"
     with _locked(build_dir.with_suffix(".lock")):
         try:
-            runner.build(sources=[verilog_path], hdl_toplevel=top, build_dir=build_dir,
+            runner.build(sources=sources, hdl_toplevel=top, build_dir=build_dir,
                          build_args=build_args, timescale=("1ns", "1ps"), waves=waves,
                          log_file=log_file)
         except Exception as exc:
@@ -186,7 +198,9 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
     env = dict(extra_env or {})
     env["SCIN_TB_CONFIG"] = json.dumps(config or {})
     # Icarus would write its waveform into the shared build directory; put it beside the run.
-    plusargs = [f"+dumpfile_path={test_dir / (top + '.fst')}"] if waves and sim == "icarus" else []
+    plusargs = list(plusargs)
+    if waves and sim == "icarus":
+        plusargs.append(f"+dumpfile_path={test_dir / (top + '.fst')}")
     results = runner.test(test_module=test_module, hdl_toplevel=top, testcase=testcase, seed=seed,
                           extra_env=env, waves=waves, plusargs=plusargs, build_dir=build_dir, test_dir=test_dir,
                           results_xml=str(test_dir / "results.xml"),

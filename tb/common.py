@@ -12,7 +12,7 @@ import random
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, Event, RisingEdge
 from cocotb.types import Logic
 
 
@@ -98,10 +98,14 @@ class StreamSource:
         self.sent = 0
         self.valid.value = 0
         self.payload.value = 0
+        self._valid = False  # what we drive on `valid` (a write is not readable back at once)
+        self._wake = Event()
         self._task = cocotb.start_soon(self._run())
 
     def send(self, *payloads):
+        """Queue payloads; they go out from the next clock edge on."""
         self.queue.extend(payloads)
+        self._wake.set()
 
     @property
     def idle(self):
@@ -116,20 +120,28 @@ class StreamSource:
 
     async def _run(self):
         while True:
-            await RisingEdge(self.clk)
-            if read_int(self.valid) and read_int(self.ready):
-                self.queue.pop(0)
-                self.sent += 1
+            if not self.queue and not self._valid:
+                # Nothing queued and nothing offered: sleep until send() instead of waking every
+                # cycle (long simulations spend their time here otherwise). send() is called just
+                # after a clock edge, so driving now offers the payload at the next edge, as the
+                # per-cycle loop below would.
+                self._wake.clear()
+                await self._wake.wait()
+            else:
+                await RisingEdge(self.clk)
+                if self._valid and read_int(self.ready):
+                    self.queue.pop(0)
+                    self.sent += 1
             # Drive for the next cycle.
             pause = self.pauses is not None and next(self.pauses)
             if self.queue and not pause:
                 self.payload.value = self.queue[0]
-                self.valid.value = 1
-            elif not (int(self.valid.value) and not int(self.ready.value)):
-                # Never drop valid while a transfer is pending.
-                self.valid.value = 0
+                self._valid = True
+            elif self._valid and not int(self.ready.value):
+                pass  # never drop valid while a transfer is pending
             else:
-                self.valid.value = 1
+                self._valid = False
+            self.valid.value = int(self._valid)
 
 
 class StreamSink:
@@ -153,10 +165,17 @@ class StreamSink:
 
     async def _run(self):
         pending = None  # payload offered but not taken at the previous edge
+        was_valid = False
         while True:
+            if self.pauses is None and not was_valid:
+                # Always ready and nothing offered at the last edge: sleep until `valid` rises
+                # (no per-cycle Python), then take the payload at the next edge.
+                self.ready.value = 1
+                await RisingEdge(self.valid)
             await RisingEdge(self.clk)
             # Values read right after the edge are the ones the DUT presented at the edge.
-            if int(self.valid.value):
+            was_valid = bool(int(self.valid.value))
+            if was_valid:
                 payload = read_int(self.payload)
                 if pending is not None:
                     assert payload == pending, (f"{self.name}: payload changed while valid was "

@@ -86,3 +86,13 @@ def test_allreduce_json_save_and_waves(tmp_path):
         assert (s_in.dtype, s_in.shape, s_out.dtype) == (np.float16, (1,), np.float16)
     # Every endpoint holds the same result.
     assert all((np.load(tmp_path / f"ep{i}_out.npy") == q_out).all() for i in range(4))
+
+
+def test_bench_dry_run_lists_the_sweep_and_rejects_bad_parts():
+    code, out, err = run("bench", "--dry-run", "--parts", "size,waves", "--dtypes", "fp16",
+                         "--sizes", "4KiB,1MiB", "--waves", "1,16")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 4 and lines[0].startswith("[1/4]") and "'outstanding': 16" in lines[-1]
+    code, _, err = run("bench", "--parts", "speed")
+    assert code == 2 and "unknown part(s) speed" in err

@@ -258,12 +258,15 @@ async def memory_throughput(dut):
     assert wc[0] < rc[-1] and rc[0] < wc[-1]
 
 
-@pytest.mark.parametrize("latency,reorder", [(3, False), (40, True)])
-def test_axi_memory(sim, latency, reorder):
+# storage="sim" (the behavioural SimRam the system's memories use) must behave exactly as the
+# lib.memory storage: the same random test runs against both.
+@pytest.mark.parametrize("latency,reorder,storage", [(3, False, "memory"), (40, True, "memory"),
+                                                     (40, True, "sim")])
+def test_axi_memory(sim, latency, reorder, storage):
     from scin.hdl.endpoint.memory import AxiMemory
     make = lambda: AxiMemory(MEMORY_AXI, size=MEMORY_TEST_SIZE, latency=latency, reorder=reorder,
-                             outstanding=8)
-    run_cocotb(verilog_path=verilog_for(make, "axi_memory", f"{latency},{reorder}"),
+                             outstanding=8, storage=storage, name="mem")
+    run_cocotb(verilog_path=verilog_for(make, "axi_memory", f"{latency},{reorder},{storage}"),
                top="axi_memory", test_module=cocotb_module(__file__), sim=sim,
                testcase=["memory_random", "memory_throughput"],
                config={"latency": latency, "reorder": reorder})
@@ -762,6 +765,15 @@ def test_parameter_errors():
         AxiMemory(MEMORY_AXI, size=4096, latency=2)
     with pytest.raises(TypeError, match=r"reorder must be a bool, not 1"):
         AxiMemory(MEMORY_AXI, size=4096, reorder=1)
+    with pytest.raises(ValueError, match=r"storage must be 'memory' or 'sim', not 'sram'"):
+        AxiMemory(MEMORY_AXI, size=4096, storage="sram")
+    from scin.hdl.endpoint.sim_ram import SimRam
+    with pytest.raises(ValueError, match=r"depth must be a power of two of at least 2, not 1000"):
+        SimRam(width=256, depth=1000, name="ep0")
+    with pytest.raises(ValueError, match=r"width must be a positive multiple of 8 bits, not 12"):
+        SimRam(width=12, depth=1024, name="ep0")
+    with pytest.raises(ValueError, match=r"name must be an identifier .* not 'ep 0'"):
+        SimRam(width=256, depth=1024, name="ep 0")
     with pytest.raises(ValueError, match=r"outstanding must be an integer between 1 and 64, not 0"):
         AxiBridge(PARAMS, outstanding=0)
     with pytest.raises(ValueError, match=r"port must be an integer between 0 and 3, not 4"):

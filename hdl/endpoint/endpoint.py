@@ -45,6 +45,8 @@ class Endpoint(wiring.Component):
         Let the memory answer reads with different IDs out of order.
     outstanding : int
         READs the bridge keeps in flight (also the memory's read-table size).
+    storage, name : str
+        The memory's storage and backdoor name (see :class:`AxiMemory`).
 
     Members
     -------
@@ -62,14 +64,15 @@ class Endpoint(wiring.Component):
     """
 
     def __init__(self, params, *, port=0, mem_size=1 << 16, latency=40, reorder=False,
-                 outstanding=16):
+                 outstanding=16, storage="memory", name="mem"):
         if not isinstance(params, FabricParams):
             raise TypeError(f"params must be a FabricParams, not {params!r}")
         self._params = params
         self.bridge = AxiBridge(params, port=port, outstanding=outstanding)
         self.memory = AxiMemory(self.bridge.axi_params, size=mem_size, latency=latency,
                                 reorder=reorder, outstanding=outstanding,
-                                seed=(0xACE1 ^ (port * 0x1F35)) & 0xFFFF or 1)
+                                seed=(0xACE1 ^ (port * 0x1F35)) & 0xFFFF or 1,
+                                storage=storage, name=name)
         poll_bits = len(self.memory.poll.addr)
         self.accelerator = Accelerator(params, port=port, poll_addr_width=poll_bits)
         pkt = packet_signature(params)

@@ -1,9 +1,12 @@
 """AxiMemory: an AXI4 subordinate memory model backed by block RAM, with a test backdoor."""
 
+from types import SimpleNamespace
 from amaranth.hdl import Module, Signal, Const, Mux, Cat
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.memory import Memory
+
+from .sim_ram import SimRam
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, exact_log2
 
@@ -77,6 +80,12 @@ class AxiMemory(wiring.Component):
         Read bursts accepted and waiting (1-64), besides the one being returned.
     seed : int
         Non-zero 16-bit LFSR seed for ``reorder``.
+    storage : str
+        ``"memory"`` (default): an ``amaranth.lib.memory.Memory``, which maps to block RAM.
+        ``"sim"``: a :class:`~scin.hdl.endpoint.sim_ram.SimRam` (simulation only, same behaviour),
+        for memories of megabytes: no per-word initialiser in the Verilog, and a file backdoor.
+    name : str
+        The ``SimRam``'s name, which names its file-backdoor plusargs (``storage="sim"`` only).
 
     Members
     -------
@@ -87,7 +96,8 @@ class AxiMemory(wiring.Component):
     poll : In(poll_signature(word_bits, data_width))
     """
 
-    def __init__(self, params, *, size, latency=40, reorder=False, outstanding=16, seed=0xACE1):
+    def __init__(self, params, *, size, latency=40, reorder=False, outstanding=16, seed=0xACE1,
+                 storage="memory", name="mem"):
         if not isinstance(params, AxiParams):
             raise TypeError(f"params must be an AxiParams, not {params!r}")
         if (not isinstance(size, int) or size < 2 * params.data_bytes or size & (size - 1)
@@ -102,6 +112,9 @@ class AxiMemory(wiring.Component):
             raise ValueError(f"outstanding must be an integer between 1 and 64, not {outstanding!r}")
         if not isinstance(seed, int) or not 0 < seed < 1 << 16:
             raise ValueError(f"seed must be a non-zero 16-bit integer, not {seed!r}")
+        if storage not in ("memory", "sim"):
+            raise ValueError(f"storage must be 'memory' or 'sim', not {storage!r}")
+        self._storage, self._name = storage, name
         self._p, self._size, self._latency = params, size, latency
         self._reorder, self._outstanding, self._seed = reorder, outstanding, seed
         self._depth = size // params.data_bytes
@@ -129,11 +142,16 @@ class AxiMemory(wiring.Component):
         p, axi = self._p, self.axi
         lsb = p.size_max  # address bits below the word index
 
-        m.submodules.mem = mem = Memory(shape=p.data_width, depth=self._depth, init=[])
-        wport = mem.write_port(granularity=8)
-        rport = mem.read_port()   # AXI R
-        dport = mem.read_port()   # backdoor dump
-        pport = mem.read_port()   # poll
+        if self._storage == "memory":
+            m.submodules.mem = mem = Memory(shape=p.data_width, depth=self._depth, init=[])
+            wport = mem.write_port(granularity=8)
+            rport = mem.read_port()   # AXI R
+            dport = mem.read_port()   # backdoor dump
+            pport = mem.read_port()   # poll
+        else:
+            m.submodules.mem = ram = SimRam(width=p.data_width, depth=self._depth, name=self._name)
+            wport = SimpleNamespace(addr=ram.w_addr, data=ram.w_data, en=ram.w_en)
+            rport, dport, pport = ram.read
 
         # --- write channel -------------------------------------------------------------------
         # A combinational-read FIFO: an AW accepted in cycle t is the head in cycle t + 1, so W

@@ -1,0 +1,305 @@
+"""Sweep the simulated system: size, dtype, outstanding waves, wave-table capacity, endpoints.
+
+``scin bench`` runs ``scin allreduce`` configurations on Verilator under the paper latency model,
+one progress line per run, and writes:
+
+* ``bench.csv``: one row per run (every parameter and every counter);
+* ``latency.png`` (latency against size, log-log), ``efficiency.png`` (efficiency against size,
+  with the 128/129 link limit and the paper's 92.4% drawn in), ``waves.png`` (efficiency against
+  outstanding waves, the paper's wave-regulation experiment) and ``speedup.png`` (measured SCIN
+  against modelled NVLS and ring All-Reduce, :mod:`scin.sim.models`);
+* a section of ``docs/PERFORMANCE.md`` between the ``bench`` markers: the table, the plots, the
+  commit and every parameter.
+
+Each distinct hardware configuration (endpoints, capacity, waves) is one Verilator build, cached
+after its first use; the first sweep therefore spends much of its time compiling.
+"""
+
+import argparse
+import csv
+import dataclasses
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..sim.allreduce import (AllReduceConfig, parse_size, run_allreduce, plan_params, memory_map,
+                             CLOCK_MHZ)
+from ..sim.models import LinkModel, nvls_cycles, ring_cycles
+from ..sim.toolchain import REPO_ROOT
+
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+SIZES = ["64B", "256B", "1KiB", "4KiB", "16KiB", "64KiB", "256KiB", "1MiB"]
+LARGE_SIZES = ["4MiB", "16MiB"]
+LINK_LIMIT = 128 / 129
+PAPER_EFFICIENCY = 0.924
+PARTS = ("size", "waves", "capacity", "endpoints")
+CSV_FIELDS = ["part", "dtype", "size", "endpoints", "capacity", "waves", "seed", "cycles", "us",
+              "efficiency", "wall_s"]
+
+
+def _sizes(text):
+    return [parse_size(s) for s in text.split(",") if s]
+
+
+def _ints(text):
+    try:
+        return [int(s) for s in text.split(",") if s]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, not {text!r}")
+
+
+def plan(args):
+    """The list of runs: dicts of AllReduceConfig fields plus the sweep ``part`` they belong to."""
+    runs = []
+    sizes = _sizes(args.sizes) + (_sizes(",".join(LARGE_SIZES)) if args.large else [])
+    base = dict(capacity=parse_size(args.capacity), outstanding=args.default_waves)
+    if "size" in args.parts:
+        for dtype in args.dtypes.split(","):
+            for size in sizes:
+                if dtype == "int8" and size % 128:
+                    continue  # int8 needs whole 64-element blocks
+                runs.append(dict(part="size", dtype=dtype, size=size, endpoints=4, **base))
+    if "waves" in args.parts:
+        for waves in _ints(args.waves):
+            runs.append(dict(part="waves", dtype="fp16", size=parse_size(args.waves_size), endpoints=4,
+                             capacity=parse_size(args.waves_capacity), outstanding=waves))
+    if "capacity" in args.parts:
+        for cap in _sizes(args.capacities):
+            slots = cap // 4096
+            runs.append(dict(part="capacity", dtype="fp16", size=parse_size(args.waves_size),
+                             endpoints=4, capacity=cap, outstanding=min(args.default_waves, slots)))
+    if "endpoints" in args.parts:
+        for n in _ints(args.endpoint_counts):
+            for size in sizes:
+                runs.append(dict(part="endpoints", dtype="fp16", size=size, endpoints=n, **base))
+    return runs
+
+
+def run_all(runs, seeds, log=print):
+    """Run every configuration over ``seeds`` seeds; return one row per configuration (medians)."""
+    rows = []
+    started = time.monotonic()
+    for k, run in enumerate(runs, 1):
+        part = run["part"]
+        fields = {key: value for key, value in run.items() if key != "part"}
+        reports = []
+        for seed in range(1, seeds + 1):
+            report = run_allreduce(AllReduceConfig(seed=seed, **fields), log=lambda *_: None)
+            if not report["match"] or report["status"] != report["expected_status"]:
+                raise RuntimeError(f"{fields} seed {seed}: result differs from the golden model or "
+                                   f"has an unexpected status (run in {report['run_dir']})")
+            reports.append(report)
+        cycles = statistics.median(r["cycles"] for r in reports)
+        row = {"part": part, "dtype": run["dtype"], "size": run["size"], "endpoints": run["endpoints"],
+               "capacity": run["capacity"], "waves": run["outstanding"], "seed": seeds,
+               "cycles": cycles, "us": round(cycles / CLOCK_MHZ, 3),
+               "efficiency": round(run["size"] / (cycles * 32), 4),
+               "wall_s": round(statistics.median(r["wall_seconds"] for r in reports), 1)}
+        row.update({f"c_{name}": value for name, value in reports[0]["counters"].items()})
+        rows.append(row)
+        log(f"[{k}/{len(runs)}] {part:9s} {run['dtype']} {run['size']:>9d} B, {run['endpoints']} "
+            f"endpoints, {run['outstanding']} waves / {run['capacity'] // 1024} KiB: {cycles:.0f} "
+            f"cycles, efficiency {row['efficiency']:.3f} ({row['wall_s']:.1f} s; "
+            f"{time.monotonic() - started:.0f} s so far)")
+    return rows
+
+
+def write_csv(rows, path):
+    fields = CSV_FIELDS + sorted({k for r in rows for k in r} - set(CSV_FIELDS))
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot(rows, out, link):
+    """Write the PNG plots; return their file names."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    size_rows = [r for r in rows if r["part"] in ("size", "endpoints")]
+    series = sorted({(r["dtype"], r["endpoints"]) for r in size_rows})
+    if size_rows:
+        for name, key, ylabel in (("latency.png", "us", "latency (us at 250 MHz)"),
+                                  ("efficiency.png", "efficiency", "efficiency (16-bit size / time x link)")):
+            fig, ax = plt.subplots(figsize=(6.4, 4.2))
+            for dtype, n in series:
+                pts = sorted((r["size"], r[key]) for r in size_rows
+                             if r["dtype"] == dtype and r["endpoints"] == n)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                        label=f"SCIN {dtype}, {n} endpoints (measured)")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("message size (bytes, 16-bit form)")
+            ax.set_ylabel(ylabel)
+            if key == "us":
+                ax.set_yscale("log")
+            else:
+                ax.axhline(LINK_LIMIT, color="k", ls="--", lw=0.8, label="link limit 128/129")
+                ax.axhline(PAPER_EFFICIENCY, color="r", ls=":", lw=0.8, label="paper prototype 92.4%")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+            fig.tight_layout()
+            fig.savefig(out / name, dpi=120)
+            plt.close(fig)
+            written.append(name)
+    wave_rows = sorted((r for r in rows if r["part"] == "waves"), key=lambda r: r["waves"])
+    if wave_rows:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        ax.plot([r["waves"] for r in wave_rows], [r["efficiency"] for r in wave_rows], marker="o",
+                label=f"fp16 {wave_rows[0]['size'] // 1024} KiB, table {wave_rows[0]['capacity'] // 1024} KiB")
+        ax.axhline(LINK_LIMIT, color="k", ls="--", lw=0.8, label="link limit 128/129")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("outstanding waves k")
+        ax.set_ylabel("efficiency")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "waves.png", dpi=120)
+        plt.close(fig)
+        written.append("waves.png")
+    fp16 = [r for r in size_rows if r["dtype"] == "fp16"]
+    if fp16:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for n in sorted({r["endpoints"] for r in fp16}):
+            pts = sorted((r["size"], r["cycles"]) for r in fp16 if r["endpoints"] == n)
+            xs = [p[0] for p in pts]
+            ax.plot(xs, [nvls_cycles(s, n, link) / c for s, c in pts], marker="o",
+                    label=f"over NVLS (modelled), N={n}")
+            ax.plot(xs, [ring_cycles(s, n, link) / c for s, c in pts], marker="s",
+                    label=f"over ring (modelled), N={n}")
+        ax.axhline(1, color="k", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("speedup of measured SCIN fp16")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "speedup.png", dpi=120)
+        plt.close(fig)
+        written.append("speedup.png")
+    return written
+
+
+def section(rows, plots, args, elapsed, link, out_rel):
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=REPO_ROOT).stdout.strip() or "unknown"
+    lines = [BEGIN, "## Sweep (`scin bench`)", "",
+             f"Command: `scin bench {' '.join(args.argv)}` (Verilator, commit {commit}, "
+             f"{elapsed:.0f} s, {args.seeds} seed(s) per point, median). One-way latency "
+             f"{link.one_way_latency} cycles, memory read latency {link.mem_latency} cycles, "
+             f"{8 * link.flit_bytes}-bit flits at {CLOCK_MHZ} MHz, ORDERED flags. Efficiency = size / "
+             "(cycles x 32 B), size in its 16-bit form. NVLS and ring figures are **modelled** "
+             "(`scin.sim.models`, same link parameters); SCIN figures are **measured**.", "",
+             "| part | dtype | size | endpoints | table | waves | cycles | us | efficiency | "
+             "NVLS model (cycles) | ring model (cycles) | stall_slot | stall_data |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        lines.append(
+            f"| {r['part']} | {r['dtype']} | {r['size']} | {r['endpoints']} | {r['capacity'] // 1024} KiB "
+            f"| {r['waves']} | {r['cycles']:.0f} | {r['us']:.2f} | {r['efficiency']:.3f} | "
+            f"{nvls_cycles(r['size'], r['endpoints'], link):.0f} | "
+            f"{ring_cycles(r['size'], r['endpoints'], link):.0f} | {r.get('c_stall_slot', '')} | "
+            f"{r.get('c_stall_data', '')} |")
+    lines.append("")
+    lines += [f"![{p}]({out_rel}/{p})" for p in plots]
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def update_doc(path, text):
+    path = Path(path)
+    old = path.read_text() if path.exists() else "# Performance\n"
+    if BEGIN in old and END in old:
+        new = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text + "\n"
+    path.write_text(new)
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="scin bench", description=__doc__.splitlines()[0],
+                                epilog="Example: scin bench --parts size --dtypes fp16 --sizes 4KiB,1MiB")
+    p.add_argument("--parts", default=",".join(PARTS),
+                   help="which sweeps to run, comma-separated from %(default)s")
+    p.add_argument("--sizes", default=",".join(SIZES), help="message sizes (default: %(default)s)")
+    p.add_argument("--large", action="store_true",
+                   help=f"also run {', '.join(LARGE_SIZES)} (long: minutes per run)")
+    p.add_argument("--dtypes", default="fp16,int8", help="dtypes of the size sweep (default: %(default)s)")
+    p.add_argument("--capacity", default="32KiB",
+                   help="wave-table capacity per participant for the size sweeps (default: %(default)s)")
+    p.add_argument("--default-waves", type=int, default=8,
+                   help="outstanding waves for the size sweeps (default: %(default)s)")
+    p.add_argument("--waves", default="1,2,4,8,16", help="outstanding waves to sweep (default: %(default)s)")
+    p.add_argument("--waves-size", default="1MiB",
+                   help="message size of the waves and capacity sweeps (default: %(default)s)")
+    p.add_argument("--waves-capacity", default="64KiB",
+                   help="table capacity of the waves sweep (default: %(default)s)")
+    p.add_argument("--capacities", default="16KiB,32KiB,64KiB,128KiB",
+                   help="capacities to sweep (default: %(default)s)")
+    p.add_argument("--endpoint-counts", default="8",
+                   help="endpoint counts of the endpoints sweep, fp16 (default: %(default)s; "
+                        "4 endpoints are in the size sweep)")
+    p.add_argument("--seeds", type=int, default=1, help="seeds per point (default: %(default)s)")
+    p.add_argument("--out", default=str(REPO_ROOT / "docs" / "bench"),
+                   help="directory for bench.csv and the plots (default: docs/bench)")
+    p.add_argument("--doc", default=str(REPO_ROOT / "docs" / "PERFORMANCE.md"),
+                   help="document whose `bench` section is rewritten (default: docs/PERFORMANCE.md)")
+    p.add_argument("--dry-run", action="store_true", help="list the runs and exit")
+    return p
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.argv = argv
+    try:
+        args.parts = [s for s in args.parts.split(",") if s]
+        bad = sorted(set(args.parts) - set(PARTS))
+        if bad:
+            raise ValueError(f"unknown part(s) {', '.join(bad)}; choose from {', '.join(PARTS)}")
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be at least 1, not {args.seeds}")
+        runs = plan(args)
+        for run in runs:  # validate every configuration before spending an hour on the first
+            cfg = AllReduceConfig(**{k: v for k, v in run.items() if k != "part"})
+            hardware = dataclasses.asdict(cfg)
+            hardware.update(mem_size=memory_map(cfg)[1])
+            plan_params(hardware)
+    except ValueError as exc:
+        print(f"scin bench: error: {exc}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        for k, run in enumerate(runs, 1):
+            print(f"[{k}/{len(runs)}] {run}")
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    try:
+        rows = run_all(runs, args.seeds, log=lambda line: print(line, flush=True))
+    except RuntimeError as exc:
+        print(f"scin bench: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("scin bench: interrupted", file=sys.stderr)
+        return 130
+    link = LinkModel()
+    write_csv(rows, out / "bench.csv")
+    plots = plot(rows, out, link)
+    try:
+        out_rel = out.resolve().relative_to(Path(args.doc).resolve().parent).as_posix()
+    except ValueError:
+        out_rel = out.resolve().as_posix()
+    text = section(rows, plots, args, time.monotonic() - started, link, out_rel)
+    update_doc(args.doc, text)
+    print(f"wrote {out / 'bench.csv'}, {', '.join(plots)} and the bench section of {args.doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
