@@ -121,49 +121,52 @@ def plot(rows, out, link):
     import matplotlib.pyplot as plt
 
     written = []
+
+    def figure(name, xlabel, ylabel, draw, ylog=False, hlines=()):
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        draw(ax)
+        for y, style, label in hlines:
+            ax.axhline(y, lw=0.8, label=label, **style)
+        ax.set_xscale("log", base=2)
+        if ylog:
+            ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=120)
+        plt.close(fig)
+        written.append(name)
+
+    limits = [(LINK_LIMIT, {"color": "k", "ls": "--"}, "link limit 128/129")]
     size_rows = [r for r in rows if r["part"] in ("size", "endpoints")]
     series = sorted({(r["dtype"], r["endpoints"]) for r in size_rows})
-    if size_rows:
-        for name, key, ylabel in (("latency.png", "us", "latency (us at 250 MHz)"),
-                                  ("efficiency.png", "efficiency", "efficiency (16-bit size / time x link)")):
-            fig, ax = plt.subplots(figsize=(6.4, 4.2))
+
+    def by_size(key):
+        def draw(ax):
             for dtype, n in series:
                 pts = sorted((r["size"], r[key]) for r in size_rows
                              if r["dtype"] == dtype and r["endpoints"] == n)
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
                         label=f"SCIN {dtype}, {n} endpoints (measured)")
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("message size (bytes, 16-bit form)")
-            ax.set_ylabel(ylabel)
-            if key == "us":
-                ax.set_yscale("log")
-            else:
-                ax.axhline(LINK_LIMIT, color="k", ls="--", lw=0.8, label="link limit 128/129")
-                ax.axhline(PAPER_EFFICIENCY, color="r", ls=":", lw=0.8, label="paper prototype 92.4%")
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7)
-            fig.tight_layout()
-            fig.savefig(out / name, dpi=120)
-            plt.close(fig)
-            written.append(name)
+        return draw
+
+    if size_rows:
+        figure("latency.png", "message size (bytes, 16-bit form)", "latency (us at 250 MHz)",
+               by_size("us"), ylog=True)
+        figure("efficiency.png", "message size (bytes, 16-bit form)",
+               "efficiency (16-bit size / time x link)", by_size("efficiency"),
+               hlines=limits + [(PAPER_EFFICIENCY, {"color": "r", "ls": ":"}, "paper prototype 92.4%")])
     wave_rows = sorted((r for r in rows if r["part"] == "waves"), key=lambda r: r["waves"])
     if wave_rows:
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
-        ax.plot([r["waves"] for r in wave_rows], [r["efficiency"] for r in wave_rows], marker="o",
-                label=f"fp16 {wave_rows[0]['size'] // 1024} KiB, table {wave_rows[0]['capacity'] // 1024} KiB")
-        ax.axhline(LINK_LIMIT, color="k", ls="--", lw=0.8, label="link limit 128/129")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("outstanding waves k")
-        ax.set_ylabel("efficiency")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "waves.png", dpi=120)
-        plt.close(fig)
-        written.append("waves.png")
+        figure("waves.png", "outstanding waves k", "efficiency", lambda ax: ax.plot(
+            [r["waves"] for r in wave_rows], [r["efficiency"] for r in wave_rows], marker="o",
+            label=f"fp16 {wave_rows[0]['size'] // 1024} KiB, table {wave_rows[0]['capacity'] // 1024} KiB"),
+            hlines=limits)
     fp16 = [r for r in size_rows if r["dtype"] == "fp16"]
-    if fp16:
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+
+    def speedups(ax):
         for n in sorted({r["endpoints"] for r in fp16}):
             pts = sorted((r["size"], r["cycles"]) for r in fp16 if r["endpoints"] == n)
             xs = [p[0] for p in pts]
@@ -171,16 +174,10 @@ def plot(rows, out, link):
                     label=f"over NVLS (modelled), N={n}")
             ax.plot(xs, [ring_cycles(s, n, link) / c for s, c in pts], marker="s",
                     label=f"over ring (modelled), N={n}")
-        ax.axhline(1, color="k", lw=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel("speedup of measured SCIN fp16")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "speedup.png", dpi=120)
-        plt.close(fig)
-        written.append("speedup.png")
+
+    if fp16:
+        figure("speedup.png", "message size (bytes)", "speedup of measured SCIN fp16", speedups,
+               hlines=[(1, {"color": "k"}, None)])
     return written
 
 
