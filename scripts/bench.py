@@ -36,7 +36,7 @@ LINK_LIMIT = 128 / 129
 PAPER_EFFICIENCY = 0.924
 PARTS = ("size", "waves", "capacity", "endpoints")
 CSV_FIELDS = ["part", "dtype", "size", "endpoints", "capacity", "waves", "seed", "cycles", "us",
-              "efficiency", "wall_s", "commit"]
+              "efficiency", "wall_s", "sim_cps", "commit"]
 ROW_KEY = ("part", "dtype", "size", "endpoints", "capacity", "waves")
 
 
@@ -125,6 +125,7 @@ def run_all(runs, seeds, log=print):
                "cycles": cycles, "us": round(cycles / CLOCK_MHZ, 3),
                "efficiency": round(run["size"] / (cycles * 32), 4),
                "wall_s": round(statistics.median(r["wall_seconds"] for r in reports), 1),
+               "sim_cps": reports[0].get("sim_cycles_per_second"),
                "commit": commit}
         row.update({f"c_{name}": value for name, value in reports[0]["counters"].items()})
         rows.append(row)

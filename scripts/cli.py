@@ -121,8 +121,9 @@ def cmd_allreduce(args):
         print(f"waveform    {report['waveform']}")
     if args.save:
         print(f"saved       {args.save}/ep*_in.npy, ep*_out.npy, report.json")
+    cps = report.get("sim_cycles_per_second")
     print(f"result      {'PASS: every endpoint bit-exact with the golden model' if ok else 'FAIL'} "
-          f"({report['wall_seconds']:.1f} s wall)")
+          f"({report['wall_seconds']:.1f} s wall" + (f"; simulation {cps:,} cycles/s" if cps else "") + ")")
     return 0 if ok else 1
 
 

@@ -152,6 +152,10 @@ def build_parser():
                "longest point). Use --paper for the paper's configuration alone.")
     parser.add_argument("--paper", action="store_true",
                         help="only the paper's configuration (4 ports, 256-bit flits)")
+    parser.add_argument("--ports", default="4,8,16", metavar="LIST",
+                        help="port counts of the scaling at 256-bit flits (default: 4,8,16)")
+    parser.add_argument("--flits", default="64,128,256", metavar="LIST",
+                        help="flit widths of the scaling at 4 ports (default: 64,128,256)")
     parser.add_argument("--jobs", type=int, default=2, metavar="N",
                         help="synthesis runs in parallel (default: 2)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs",
@@ -166,9 +170,22 @@ def main(argv=None):
     if args.jobs < 1:
         print("scin resources: error: --jobs must be at least 1", file=sys.stderr)
         return 2
-    todo = points(ports=(4,), flits=(256,)) if args.paper else points()
-    # Longest first (the ISA and datapath at 8 ports), so two workers finish close together.
-    todo.sort(key=lambda t: (-(t[1] * t[2]), BLOCKS.index(t[0]) if t[0] != "isa" else -1))
+    try:
+        ports = tuple(int(x) for x in args.ports.split(",") if x)
+        flits = tuple(int(x) for x in args.flits.split(",") if x)
+    except ValueError:
+        print("scin resources: error: --ports and --flits take comma-separated integers",
+              file=sys.stderr)
+        return 2
+    bad = [p for p in ports if p not in PORTS] + [w for w in flits if w not in FLITS]
+    if bad:
+        print(f"scin resources: error: {bad} not in the sweep (ports {PORTS}, flits {FLITS})",
+              file=sys.stderr)
+        return 2
+    todo = points(ports=(4,), flits=(256,)) if args.paper else points(ports, flits)
+    # Smallest first: an interrupted run keeps (in the cache) every point it finished, and the
+    # longest points (the 16-port switch, the 8-port ISA) come last.
+    todo.sort(key=lambda t: (t[1] * t[2], BLOCKS.index(t[0])))
     start = time.monotonic()
     rows = []
     print(f"scin resources: {len(todo)} synthesis runs, {args.jobs} at a time", file=sys.stderr,

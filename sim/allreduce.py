@@ -238,6 +238,7 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     wall = time.monotonic() - started
 
     timing = json.loads((run_dir / "timing.json").read_text())
+    sim_cps = _sim_cycles_per_second(run_dir)
     got = {}
     for i in range(n):
         image = read_memh(run_dir / f"ep{i}.out.hex", fb)
@@ -278,7 +279,7 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
         "traffic_intact": bool(traffic_ok) if cfg.traffic else None,
         "params": {k: plan[k] for k in ("one_way_latency", "mem_latency", "reorder", "capacity",
                                         "outstanding", "flag_mode", "flit_width", "mem_size")},
-        "wall_seconds": round(wall, 2), "run_dir": str(run_dir),
+        "wall_seconds": round(wall, 2), "sim_cycles_per_second": sim_cps, "run_dir": str(run_dir),
     }
     if cfg.trace:
         from .trace import hops
@@ -292,6 +293,20 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     if save:
         _save(cfg, Path(save), raw, got, report)
     return report
+
+
+def _sim_cycles_per_second(run_dir):
+    """Simulated clock cycles per second of simulator wall time (the cocotb test alone: no build,
+    no golden model), from cocotb's results.xml; None if it is missing."""
+    import xml.etree.ElementTree as ET
+    from ..tb.common import CLOCK_PERIOD_NS
+    try:
+        case = ET.parse(Path(run_dir) / "results.xml").find(".//testcase")
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        seconds = float(case.get("time"))
+        return round(float(props["sim_time_duration"]) / CLOCK_PERIOD_NS / seconds)
+    except (OSError, ET.ParseError, AttributeError, KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
 
 
 def write_memh(path, regions, width_bytes):
