@@ -36,7 +36,8 @@ LINK_LIMIT = 128 / 129
 PAPER_EFFICIENCY = 0.924
 PARTS = ("size", "waves", "capacity", "endpoints")
 CSV_FIELDS = ["part", "dtype", "size", "endpoints", "capacity", "waves", "seed", "cycles", "us",
-              "efficiency", "wall_s"]
+              "efficiency", "wall_s", "commit"]
+ROW_KEY = ("part", "dtype", "size", "endpoints", "capacity", "waves")
 
 
 def _sizes(text):
@@ -77,9 +78,36 @@ def plan(args):
     return runs
 
 
+def _commit():
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=REPO_ROOT).stdout.strip() or "unknown"
+
+
+def read_csv(path):
+    """The rows of an existing ``bench.csv``, with numbers as numbers."""
+    def num(v):
+        for kind in (int, float):
+            try:
+                return kind(v)
+            except ValueError:
+                pass
+        return v
+    with open(path, newline="") as f:
+        return [{k: num(v) for k, v in r.items() if v != ""} for r in csv.DictReader(f)]
+
+
+def merge_rows(old, new):
+    """``old`` rows that ``new`` does not redo (same part, dtype, size, endpoints, table, waves),
+    then ``new``; in the order of the parts."""
+    redone = {tuple(r[k] for k in ROW_KEY) for r in new}
+    kept = [r for r in old if tuple(r.get(k) for k in ROW_KEY) not in redone]
+    return sorted(kept + new, key=lambda r: PARTS.index(r["part"]))
+
+
 def run_all(runs, seeds, log=print):
     """Run every configuration over ``seeds`` seeds; return one row per configuration (medians)."""
     rows = []
+    commit = _commit()
     started = time.monotonic()
     for k, run in enumerate(runs, 1):
         part = run["part"]
@@ -96,7 +124,8 @@ def run_all(runs, seeds, log=print):
                "capacity": run["capacity"], "waves": run["outstanding"], "seed": seeds,
                "cycles": cycles, "us": round(cycles / CLOCK_MHZ, 3),
                "efficiency": round(run["size"] / (cycles * 32), 4),
-               "wall_s": round(statistics.median(r["wall_seconds"] for r in reports), 1)}
+               "wall_s": round(statistics.median(r["wall_seconds"] for r in reports), 1),
+               "commit": commit}
         row.update({f"c_{name}": value for name, value in reports[0]["counters"].items()})
         rows.append(row)
         log(f"[{k}/{len(runs)}] {part:9s} {run['dtype']} {run['size']:>9d} B, {run['endpoints']} "
@@ -182,11 +211,12 @@ def plot(rows, out, link):
 
 
 def section(rows, plots, args, elapsed, link, out_rel):
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=REPO_ROOT).stdout.strip() or "unknown"
+    commits = sorted({str(r.get("commit", "unknown")) for r in rows})
+    merged = (" Rows of earlier runs were kept (`--merge`); each row's commit is in bench.csv."
+              if args.merge else "")
     lines = [BEGIN, "## Sweep (`scin bench`)", "",
-             f"Command: `scin bench {' '.join(args.argv)}` (Verilator, commit {commit}, "
-             f"{elapsed:.0f} s, {args.seeds} seed(s) per point, median). One-way latency "
+             f"Command: `scin bench {' '.join(args.argv)}` (Verilator, commit(s) {', '.join(commits)}, "
+             f"{elapsed:.0f} s for this run, {args.seeds} seed(s) per point, median).{merged} One-way latency "
              f"{link.one_way_latency} cycles, memory read latency {link.mem_latency} cycles, "
              f"{8 * link.flit_bytes}-bit flits at {CLOCK_MHZ} MHz, ORDERED flags. Efficiency = size / "
              "(cycles x 32 B), size in its 16-bit form. NVLS and ring figures are **modelled** "
@@ -245,6 +275,9 @@ def build_parser():
                    help="directory for bench.csv and the plots (default: docs/bench)")
     p.add_argument("--doc", default=str(REPO_ROOT / "docs" / "PERFORMANCE.md"),
                    help="document whose `bench` section is rewritten (default: docs/PERFORMANCE.md)")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the rows of the existing bench.csv that this run does not redo, so "
+                        "parts can be run one at a time")
     p.add_argument("--dry-run", action="store_true", help="list the runs and exit")
     return p
 
@@ -286,6 +319,8 @@ def main(argv=None):
         print("scin bench: interrupted", file=sys.stderr)
         return 130
     link = LinkModel()
+    if args.merge and (out / "bench.csv").exists():
+        rows = merge_rows(read_csv(out / "bench.csv"), rows)
     write_csv(rows, out / "bench.csv")
     plots = plot(rows, out, link)
     try:

@@ -82,7 +82,7 @@ def cmd_allreduce(args):
                           seed=args.seed, sim=args.sim, one_way_latency=args.latency,
                           mem_latency=args.mem_latency, reorder=args.reorder,
                           capacity=parse_size(args.capacity), outstanding=args.outstanding,
-                          flag_mode=args.flag_mode, replays=args.replays)
+                          flag_mode=args.flag_mode, replays=args.replays, trace=args.trace)
     log = (lambda *a, **k: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
     report = run_allreduce(cfg, save=args.save, waves=args.waves, log=log)
     ok = report["match"] and report["status"] == report["expected_status"]
@@ -108,6 +108,15 @@ def cmd_allreduce(args):
     print(f"parameters  one-way latency {cfg.one_way_latency} cycles, memory latency "
           f"{cfg.mem_latency} cycles, wave table {cfg.capacity} B in {cfg.outstanding} waves, "
           f"flags {cfg.flag_mode}{', reordered reads' if cfg.reorder else ''}")
+    if report.get("hops"):
+        print(f"hops        {'hop':20s} {'cycles':>6s} {'floor':>6s} {'over':>5s}  port  covers")
+        for h in report["hops"]:
+            port = "-" if h["port"] is None else str(h["port"])
+            print(f"            {h['hop']:20s} {h['cycles']:6d} {h['floor']:6d} "
+                  f"{h['cycles'] - h['floor']:5d}  {port:>4s}  {h['covers']}")
+        total = sum(h["cycles"] for h in report["hops"])
+        floor = sum(h["floor"] for h in report["hops"])
+        print(f"            {'total':20s} {total:6d} {floor:6d} {total - floor:5d}")
     if report.get("waveform"):
         print(f"waveform    {report['waveform']}")
     if args.save:
@@ -147,6 +156,9 @@ def build_parser():
                    help="write ep{i}_in.npy, ep{i}_out.npy (+ ep{i}_in_scales.npy, "
                         "ep{i}_out_scales.npy for int8) and report.json into DIR")
     p.add_argument("--waves", action="store_true", help="record a waveform and print its path")
+    p.add_argument("--trace", action="store_true",
+                   help="break the latency down hop by hop against the latency model's floor "
+                        "(Icarus, one fp16/bf16 packet per participant: at most 4KiB)")
     timing = p.add_argument_group("latency model and ISA configuration")
     timing.add_argument("--latency", type=int, default=90,
                         help="one-way endpoint-to-switch latency in cycles (default: 90 = 360 ns)")
@@ -203,13 +215,21 @@ def build_parser():
             ("bench", "sweep size, dtype, waves, table capacity and endpoints; CSV, plots and "
                       "a docs/PERFORMANCE.md section, with modelled NVLS and ring figures"),
             ("accuracy", "accuracy study: INQ vs ring-quantized vs FP16 All-Reduce "
-                                     "(writes docs/accuracy.csv/.png)")):
+                                     "(writes docs/accuracy.csv/.png)"),
+            ("soak", "randomised seeded soak: many collectives with random groups, sizes, dtypes, "
+                     "stalls, traffic and faults, each checked"),
+            ("resources", "the switch and the ISA synthesized at the paper's configuration and "
+                          "over ports and flit widths, against the paper's XCVU13P shares "
+                          "(writes docs/RESOURCES.md)"),
+            ("build", "place the design on an FPGA board: Vivado build tree (XCVU13P switch and "
+                      "endpoint) or an open-toolchain ECP5 build with utilisation and Fmax")):
         sub.add_parser(name, help=text, description=f"{text}. Run `scin {name} --help` for its options.")
     return parser
 
 
 DELEGATED = {"bench-port": "bench_port", "bench-allreduce": "bench_allreduce", "bench": "bench",
-             "accuracy": "accuracy"}
+             "accuracy": "accuracy", "build": "build",
+             "resources": "resources", "soak": "soak"}
 
 
 def main(argv=None):

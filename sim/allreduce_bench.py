@@ -54,6 +54,11 @@ async def allreduce(dut):
     isa_load.send(pack_descriptor(ll, index=0, last=1, desc=pack_descriptor(dl, **plan["descriptor"])))
     await isa_load.wait_idle()
 
+    records = []
+    if plan.get("trace"):
+        from .trace import trace_packets
+        cocotb.start_soon(trace_packets(dut, n, records))
+
     cl = command_layout(f)
     el = event_layout(f)
     desc = plan["descriptor"]
@@ -115,4 +120,5 @@ async def allreduce(dut):
         "replays": timings, "counters": counters(dut),
         "switch_errors": [read_int(getattr(dut, f"errors__{i}")) for i in range(n)],
         "rejected": [read_int(getattr(dut, f"rejected__{i}")) for i in range(n)],
+        "trace": records,
     }, indent=1))

@@ -88,6 +88,26 @@ def test_allreduce_json_save_and_waves(tmp_path):
     assert all((np.load(tmp_path / f"ep{i}_out.npy") == q_out).all() for i in range(4))
 
 
+def test_allreduce_trace_breaks_the_latency_down_hop_by_hop():
+    """`--trace`: the hops add up to the measured latency, their floors to the hop floor of the
+    latency model (4 one-way trips + memory + one packet), and no hop beats its floor."""
+    from scin.sim.runner import have_icarus
+    from scin.scripts.bench_allreduce import hop_floor
+    from scin.sim.trace import HOP_NAMES
+    if not have_icarus():
+        pytest.skip("Icarus Verilog is not installed (apt-get install iverilog)")
+    code, out, err = run("allreduce", "--sim", "icarus", "--size", "256B", "--trace", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    hops = report["hops"]
+    assert [h["hop"] for h in hops] == [name for name, _ in HOP_NAMES]
+    assert sum(h["cycles"] for h in hops) == report["cycles"]
+    assert sum(h["floor"] for h in hops) == hop_floor(90, 40, 256)
+    assert all(h["cycles"] >= h["floor"] for h in hops), hops
+    code, _, err = run("allreduce", "--size", "256B", "--trace")
+    assert code == 2 and "trace needs the icarus simulator" in err and "Traceback" not in err
+
+
 def test_bench_dry_run_lists_the_sweep_and_rejects_bad_parts():
     code, out, err = run("bench", "--dry-run", "--parts", "size,waves", "--dtypes", "fp16",
                          "--sizes", "4KiB,1MiB", "--waves", "1,16")

