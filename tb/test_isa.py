@@ -291,6 +291,59 @@ async def groups_do_not_wait_for_each_other(dut):
     assert c["bad_descriptors"] == 0 and c["unknown_tags"] == 0, c
 
 
+@cocotb.test()
+async def bad_arrivals_and_requests(dut):
+    """An arrival at a sync resource that does not exist is answered DECERR and counted; a
+    duplicate arrival neither completes the barrier early nor is lost from the count; a READ sent
+    to the ISA (which serves none) is dropped and counted; a good All-Reduce then runs bit-exact."""
+    from scin.tb.traffic import make_packet
+    from scin.hdl.packet import Status
+    params = isa_params(tb_config())
+    ports = params.fabric.ports
+    rng = tb_rng(dut)
+    eps = [EndpointModel(dut, params.fabric, i, MEM, rng,
+                         pauses=lambda: random_pauses(rng, 0.2)) for i in range(ports)]
+    loader = StreamSource(dut, "load")
+    await start(dut)
+    desc = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ACKED, sync=0,
+                participants=(1 << ports) - 1, elements=2048, src_addr=SRC, dst_addr=DST,
+                flag_addr=FLAG)
+    load_program(loader, params, [desc])
+    await loader.wait_idle()
+    data, _ = make_inputs(rng, "fp16", ports, desc["elements"])
+    for i in range(ports):
+        eps[i].mem[SRC:SRC + data[i].nbytes] = data[i].tobytes()
+
+    eps[0].arrive(params.sync_resources + 1, tag=7)           # no such resource
+    eps[1].arrive(0, tag=1)
+    eps[1].arrive(0, tag=2)                                    # twice in one generation
+    read = make_packet(params.fabric, opcode=Opcode.READ, inc=1, src=2, dst=2, addr=SRC, length=64, tag=3)
+    eps[2].to_isa[MsgClass.REQ].send(*read)
+    for _ in range(600):
+        await RisingEdge(dut.clk)
+    c = counters(dut)
+    assert (c["bad_arrivals"], c["dup_arrivals"], c["bad_requests"]) == (1, 1, 1), c
+    bad_ack = [a for a in eps[0].acks if a["tag"] == 7]
+    assert len(bad_ack) == 1 and bad_ack[0]["status"] == Status.DECERR.value, eps[0].acks
+    assert all(a["status"] == Status.OK.value for a in eps[1].acks) and len(eps[1].acks) == 2, eps[1].acks
+    # Only port 1 has arrived (twice): the barrier must still be open.
+    assert all(ep.flag(FLAG) == 0 for ep in eps) and c["collectives"] == 0, c
+    for i in (0, 2, 3):
+        eps[i].arrive(0)
+    await wait_flags(dut, eps, 1)
+    want = numerics.allreduce_fp16(data)[0].tobytes()
+    for i in range(ports):
+        assert bytes(eps[i].mem[DST:DST + len(want)]) == want, f"port {i}"
+        assert eps[i].flag(FLAG) == 1, hex(eps[i].flag(FLAG))
+
+
+def test_isa_bad_arrivals_and_requests(sim):
+    params = isa_params({})
+    path = verilog_for(lambda: Isa(params), "isa", repr(params))
+    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
+               config={}, testcase="bad_arrivals_and_requests")
+
+
 def test_isa_groups(sim):
     params = isa_params({})
     path = verilog_for(lambda: Isa(params), "isa", repr(params))
