@@ -31,6 +31,9 @@ def build_parser():
     p.add_argument("--traffic-rate", type=float, default=0.3,
                    help="share of collectives raced by ordinary writes (default: 0.3)")
     p.add_argument("--max-size", default="32KiB", help="largest message, 16-bit form (default: 32KiB)")
+    p.add_argument("--groups", choices=("random", "halves"), default="random",
+                   help="random: any subset of 2+ endpoints per collective; halves: two fixed "
+                        "groups (e.g. two TP4 groups on 8 endpoints) alternating (default: random)")
     p.add_argument("--in-order", action="store_true",
                    help="memories answer reads in order (default: reordered across IDs)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
@@ -44,7 +47,8 @@ def main(argv=None):
     try:
         cfg = SoakConfig(count=args.count, seed=args.seed, endpoints=args.endpoints, sim=args.sim,
                          fault_rate=args.fault_rate, traffic_rate=args.traffic_rate,
-                         reorder=not args.in_order, max_size=parse_size(args.max_size))
+                         reorder=not args.in_order, max_size=parse_size(args.max_size),
+                         groups=args.groups)
         log = (lambda *a: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
         summary = run_soak(cfg, log=log)
     except (ValueError, RuntimeError) as exc:

@@ -5,6 +5,11 @@ to 32 KiB, log-uniform), participant group (any subset of two or more endpoints)
 not, arrival stalls per participant (0 to 400 cycles), ordinary traffic between endpoints during
 the collective, and a fault class:
 
+Groups are random subsets of two or more endpoints, or (``groups="halves"``) two fixed halves
+alternating in the program, as two tensor-parallel groups sharing one switch. Some ordinary
+writes are followed by a second write to the same bytes from the same source, so the memory must
+end with the second (order per source and class).
+
 * ``none``: a good collective; every participant's result must be bit-exact with the golden model
   (:mod:`scin.sim.numerics`) and its flag must carry the golden model's status;
 * ``decerr``: the input buffer lies beyond the end of every participant's memory, so reads answer
@@ -49,7 +54,8 @@ class SoakConfig:
     """Parameters of one soak. ``count`` collectives from ``seed`` on ``endpoints`` endpoints."""
 
     def __init__(self, count=20, seed=1, endpoints=4, sim="verilator", fault_rate=0.2,
-                 traffic_rate=0.3, reorder=True, capacity=16384, waves=4, max_size=32768):
+                 traffic_rate=0.3, reorder=True, capacity=16384, waves=4, max_size=32768,
+                 groups="random"):
         for name, value, lo, hi in (("count", count, 1, 10_000), ("endpoints", endpoints, 2, 8),
                                     ("max_size", max_size, 64, 256 << 10)):
             if not isinstance(value, int) or not lo <= value <= hi:
@@ -57,11 +63,16 @@ class SoakConfig:
         for name, value in (("fault_rate", fault_rate), ("traffic_rate", traffic_rate)):
             if not 0 <= value <= 1:
                 raise ValueError(f"{name} must be between 0 and 1, not {value!r}")
+        if groups not in ("random", "halves"):
+            raise ValueError(f"groups must be 'random' or 'halves', not {groups!r}")
+        if groups == "halves" and endpoints % 2:
+            raise ValueError(f"groups 'halves' needs an even number of endpoints, not {endpoints}")
         if sim not in ("verilator", "icarus"):
             raise ValueError(f"sim must be 'verilator' or 'icarus', not {sim!r}")
         self.count, self.seed, self.endpoints, self.sim = count, seed, endpoints, sim
         self.fault_rate, self.traffic_rate = fault_rate, traffic_rate
         self.reorder, self.capacity, self.waves, self.max_size = reorder, capacity, waves, max_size
+        self.groups = groups
 
     def hardware(self):
         """The plan dict :func:`plan_params` takes."""
@@ -120,6 +131,11 @@ def make_plan(cfg):
             size = min(cfg.max_size, size + 128 * rng.randint(1, 8))
         elements = size // 2
         group = 0
+        if cfg.groups == "halves":
+            # Two fixed groups (the paper's two TP4 groups on an 8-port switch), alternating in
+            # the program: each works through its own collectives while the other runs.
+            half = (1 << n // 2) - 1
+            group = half if k % 2 == 0 else half << n // 2
         while bin(group).count("1") < 2:
             group = rng.getrandbits(n)
         members = [i for i in range(n) if group >> i & 1]
@@ -182,8 +198,14 @@ def make_plan(cfg):
                 if scratch_next[dst_ep] >= slots_per_dst:
                     continue
                 length = 32 * rng.randint(1, 128)
-                traffic.append({"src": i, "dst": dst_ep, "addr": SCRATCH + 4096 * scratch_next[dst_ep],
-                                "length": length, "seed": rng.getrandbits(16)})
+                slot = SCRATCH + 4096 * scratch_next[dst_ep]
+                traffic.append({"src": i, "dst": dst_ep, "addr": slot, "length": length,
+                                "seed": rng.getrandbits(16)})
+                if rng.random() < 0.3:
+                    # A second write to the same bytes right behind the first: the memory must end
+                    # with the second (order per source and class).
+                    traffic.append({"src": i, "dst": dst_ep, "addr": slot, "length": length,
+                                    "seed": rng.getrandbits(16), "overwrites": True})
                 scratch_next[dst_ep] += 1
         stalls = {i: rng.choice((0, 0, rng.randint(1, 400))) for i in members}
         colls.append({"k": k, "batch_index": batch_index, "desc": desc, "members": members,
@@ -289,7 +311,11 @@ def verify(expected, plan, result, memories):
         outcome[(label, "ok" if ok else "FAILED")] += 1
     traffic_ok = traffic_bad = 0
     for c in plan["collectives"]:
-        for t in c["traffic"]:
+        for n_t, t in enumerate(c["traffic"]):
+            later = c["traffic"][n_t + 1] if n_t + 1 < len(c["traffic"]) else None
+            if later is not None and later.get("overwrites") and later["addr"] == t["addr"] \
+                    and later["dst"] == t["dst"]:
+                continue        # overwritten by the next write: only that one must be there
             got = memories[t["dst"]][t["addr"]:t["addr"] + t["length"]].tobytes()
             if got == pattern_bytes(t["seed"], t["length"]):
                 traffic_ok += 1

@@ -236,6 +236,121 @@ async def bad_input_then_good(dut):
     assert c["unknown_tags"] == 1, c
 
 
+@cocotb.test()
+async def groups_do_not_wait_for_each_other(dut):
+    """Two groups on different sync resources share the ISA: group B (ports 2, 3) completes while
+    group A (ports 0, 1) has not arrived (no head-of-line blocking by program order), and A's two
+    descriptors on one resource still run in program order."""
+    params = isa_params(tb_config())
+    ports = params.fabric.ports
+    rng = tb_rng(dut)
+    eps = [EndpointModel(dut, params.fabric, i, MEM, rng,
+                         pauses=lambda: random_pauses(rng, 0.2)) for i in range(ports)]
+    loader = StreamSource(dut, "load")
+    await start(dut)
+    base = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ORDERED, elements=2048)
+    a1 = dict(base, participants=0b0011, sync=0, src_addr=SRC, dst_addr=DST, flag_addr=FLAG)
+    b = dict(base, participants=0b1100, sync=1, src_addr=SRC, dst_addr=DST, flag_addr=FLAG + 64)
+    a2 = dict(base, participants=0b0011, sync=0, src_addr=SRC + 0x4000, dst_addr=DST + 0x4000,
+              flag_addr=FLAG + 128)
+    load_program(loader, params, [a1, b, a2])
+    await loader.wait_idle()
+
+    def fill(desc):
+        parts = [i for i in range(ports) if desc["participants"] >> i & 1]
+        data, _ = make_inputs(rng, "fp16", len(parts), desc["elements"])
+        for j, i in enumerate(parts):
+            eps[i].mem[desc["src_addr"]:desc["src_addr"] + data[j].nbytes] = data[j].tobytes()
+        return parts, numerics.allreduce_fp16(data)[0].tobytes()
+
+    async def run(desc, generation):
+        parts, want = fill(desc)
+        for i in parts:
+            eps[i].arrive(desc["sync"])
+        for cycle in range(20_000):
+            if all(eps[i].flag(desc["flag_addr"]) == generation for i in parts):
+                break
+            await RisingEdge(dut.clk)
+        else:
+            raise AssertionError(f"flags {[hex(eps[i].flag(desc['flag_addr'])) for i in parts]} at "
+                                 f"{desc['flag_addr']:#x}, want generation {generation}; {counters(dut)}")
+        for i in parts:
+            got = bytes(eps[i].mem[desc["dst_addr"]:desc["dst_addr"] + len(want)])
+            assert got == want, f"port {i}: result at {desc['dst_addr']:#x} differs"
+        return cycle
+
+    # B first, while A is away: in program order B would wait behind A1 for ever.
+    cycles = await run(b, 1)
+    dut._log.info("group B done in %d cycles with group A absent", cycles)
+    assert all(eps[i].flag(FLAG) == 0 for i in (0, 1)), "A1 ran without its group"
+    await run(a1, 1)
+    assert all(eps[i].flag(FLAG + 128) == 0 for i in (0, 1)), "A2 ran before its turn"
+    await run(a2, 2)
+    await run(b, 2)      # the program loops: B's second generation
+    c = counters(dut)
+    assert c["bad_descriptors"] == 0 and c["unknown_tags"] == 0, c
+
+
+@cocotb.test()
+async def bad_arrivals_and_requests(dut):
+    """An arrival at a sync resource that does not exist is answered DECERR and counted; a
+    duplicate arrival neither completes the barrier early nor is lost from the count; a READ sent
+    to the ISA (which serves none) is dropped and counted; a good All-Reduce then runs bit-exact."""
+    from scin.tb.traffic import make_packet
+    from scin.hdl.packet import Status
+    params = isa_params(tb_config())
+    ports = params.fabric.ports
+    rng = tb_rng(dut)
+    eps = [EndpointModel(dut, params.fabric, i, MEM, rng,
+                         pauses=lambda: random_pauses(rng, 0.2)) for i in range(ports)]
+    loader = StreamSource(dut, "load")
+    await start(dut)
+    desc = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ACKED, sync=0,
+                participants=(1 << ports) - 1, elements=2048, src_addr=SRC, dst_addr=DST,
+                flag_addr=FLAG)
+    load_program(loader, params, [desc])
+    await loader.wait_idle()
+    data, _ = make_inputs(rng, "fp16", ports, desc["elements"])
+    for i in range(ports):
+        eps[i].mem[SRC:SRC + data[i].nbytes] = data[i].tobytes()
+
+    eps[0].arrive(params.sync_resources + 1, tag=7)           # no such resource
+    eps[1].arrive(0, tag=1)
+    eps[1].arrive(0, tag=2)                                    # twice in one generation
+    read = make_packet(params.fabric, opcode=Opcode.READ, inc=1, src=2, dst=2, addr=SRC, length=64, tag=3)
+    eps[2].to_isa[MsgClass.REQ].send(*read)
+    for _ in range(600):
+        await RisingEdge(dut.clk)
+    c = counters(dut)
+    assert (c["bad_arrivals"], c["dup_arrivals"], c["bad_requests"]) == (1, 1, 1), c
+    bad_ack = [a for a in eps[0].acks if a["tag"] == 7]
+    assert len(bad_ack) == 1 and bad_ack[0]["status"] == Status.DECERR.value, eps[0].acks
+    assert all(a["status"] == Status.OK.value for a in eps[1].acks) and len(eps[1].acks) == 2, eps[1].acks
+    # Only port 1 has arrived (twice): the barrier must still be open.
+    assert all(ep.flag(FLAG) == 0 for ep in eps) and c["collectives"] == 0, c
+    for i in (0, 2, 3):
+        eps[i].arrive(0)
+    await wait_flags(dut, eps, 1)
+    want = numerics.allreduce_fp16(data)[0].tobytes()
+    for i in range(ports):
+        assert bytes(eps[i].mem[DST:DST + len(want)]) == want, f"port {i}"
+        assert eps[i].flag(FLAG) == 1, hex(eps[i].flag(FLAG))
+
+
+def test_isa_bad_arrivals_and_requests(sim):
+    params = isa_params({})
+    path = verilog_for(lambda: Isa(params), "isa", repr(params))
+    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
+               config={}, testcase="bad_arrivals_and_requests")
+
+
+def test_isa_groups(sim):
+    params = isa_params({})
+    path = verilog_for(lambda: Isa(params), "isa", repr(params))
+    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
+               config={}, testcase="groups_do_not_wait_for_each_other")
+
+
 def test_isa_bad_input(sim):
     params = isa_params({})
     path = verilog_for(lambda: Isa(params), "isa", repr(params))

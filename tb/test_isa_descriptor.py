@@ -61,7 +61,10 @@ GOOD = dict(op=d.Op.ALLREDUCE.value, dtype=0, sync=0, participants=0b1111, eleme
     (dict(elements=0), "length is zero"),
     (dict(elements=1 << 29), "exceeds the maximum"),
     (dict(dtype=2, elements=100), "not a whole number of 64-element blocks"),
-    (dict(src_addr=0x11), "src_addr 0x11 is not 32-byte aligned"),
+    (dict(src_addr=0x11), "src_addr 0x11 is not 4096-byte aligned"),
+    # Flit-aligned is not enough: a 4 KiB packet from here would cross a 4 KB boundary.
+    (dict(dst_addr=0x10020), "dst_addr 0x10020 is not 4096-byte aligned"),
+    (dict(dtype=2, elements=128, src_scale_addr=0x20040), "src_scale_addr 0x20040 is not 128-byte aligned"),
     (dict(flag_addr=0x2), "flag_addr 0x2 is not 4-byte aligned"),
     (dict(dtype=3), "dtype 3 is unknown"),
 ])

@@ -16,7 +16,7 @@ from .dtype import DType, BLOCK_ELEMENTS
 
 
 __all__ = ["Op", "FlagMode", "FlagStatus", "descriptor_layout", "flag_layout", "IsaParams",
-           "MAX_PORTS", "check_descriptor"]
+           "MAX_PORTS", "check_descriptor", "buffer_alignment"]
 
 #: Width of the participant mask in a descriptor: the format does not change with the switch size.
 MAX_PORTS = 16
@@ -165,6 +165,18 @@ class IsaParams:
         return -(-self.scale_bytes_per_slot // self.fabric.flit_bytes)
 
 
+def buffer_alignment(fabric):
+    """``(data, scales)``: the alignment, in bytes, of a descriptor's data and scale buffers.
+
+    The ISA moves a buffer in packets of ``max_payload`` bytes from its start (one wave-table slot
+    each), and a packet must not cross a 4 KB boundary (the AXI burst rule the endpoints' bridges
+    enforce, docs/PROTOCOL.md). Data buffers are therefore aligned to ``max_payload`` (4 KiB) and
+    INT8 scale buffers to the scales of one such packet (``max_payload / 32``: 128 bytes): then
+    no packet the ISA sends or asks for crosses a boundary.
+    """
+    return fabric.max_payload, max(fabric.max_payload // 32, fabric.flit_bytes)
+
+
 def check_descriptor(desc, params):
     """Software twin of the hardware's descriptor check: the reasons a descriptor ends with ERROR.
 
@@ -200,10 +212,13 @@ def check_descriptor(desc, params):
             reasons.append(f"length {elements} exceeds the maximum {params.max_elements}")
         if dtype == DType.INT8 and elements % BLOCK_ELEMENTS:
             reasons.append(f"INT8 length {elements} is not a whole number of {BLOCK_ELEMENTS}-element blocks")
-        names = ["src_addr", "dst_addr"] + (["src_scale_addr", "dst_scale_addr"] if dtype == DType.INT8 else [])
-        for name in names:
-            if desc.get(name, 0) % f.flit_bytes:
-                reasons.append(f"{name} {desc.get(name, 0):#x} is not {f.flit_bytes}-byte aligned")
+        data_align, scale_align = buffer_alignment(f)
+        names = [("src_addr", data_align), ("dst_addr", data_align)]
+        if dtype == DType.INT8:
+            names += [("src_scale_addr", scale_align), ("dst_scale_addr", scale_align)]
+        for name, align in names:
+            if desc.get(name, 0) % align:
+                reasons.append(f"{name} {desc.get(name, 0):#x} is not {align}-byte aligned")
     if desc.get("flag_addr", 0) % 4:
         reasons.append(f"flag_addr {desc.get('flag_addr', 0):#x} is not 4-byte aligned")
     return reasons

@@ -89,6 +89,7 @@ class Isa(wiring.Component):
         m.d.comb += [
             ibuf.load_enable.eq(ctl.load_enable), ibuf.read_addr.eq(ctl.read_addr),
             ctl.desc.eq(ibuf.desc), ctl.length.eq(ibuf.length), ctl.restart.eq(ibuf.restart),
+            ctl.turn.eq(ibuf.turn), ibuf.advance.eq(ctl.advance), ctl.loading.eq(ibuf.loading),
             barrier.query_sync.eq(ctl.query_sync), barrier.query_mask.eq(ctl.query_mask),
             barrier.consume.eq(ctl.consume),
             ctl.complete.eq(barrier.complete), ctl.generation.eq(barrier.generation),

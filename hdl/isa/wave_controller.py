@@ -1,10 +1,11 @@
 """WaveController: fetches descriptors, waits for their barrier, runs them, writes completion flags."""
 
-from amaranth.hdl import Module, Signal, Mux, Cat
+from amaranth.hdl import Module, Signal, Mux, Cat, Const
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
-from .descriptor import (IsaParams, Op, FlagMode, FlagStatus, descriptor_layout, MAX_PORTS)
+from .descriptor import (IsaParams, Op, FlagMode, FlagStatus, descriptor_layout, MAX_PORTS,
+                         buffer_alignment)
 from .dtype import DType, BLOCK_ELEMENTS
 from .read_issuer import message_layout
 from .writeback import flag_request_layout
@@ -37,8 +38,13 @@ def counters_layout():
 class WaveController(wiring.Component):
     """The ISA's sequencer (paper Fig. 4, steps 1-2 and 8-9).
 
-    It executes the loaded program in order and loops over it: the same descriptors run again at
-    the next barrier generation without reloading (graph replay). For each descriptor:
+    It loops over the loaded program: the same descriptors run again at the next barrier
+    generation without reloading (graph replay). The descriptors of one sync resource run in
+    program order; descriptors of different resources (different groups) run in whichever order
+    their barriers complete: while a descriptor's barrier is incomplete the controller moves on
+    to the next descriptor whose resource's turn it is (round robin over the program), so one
+    group that has not arrived never holds up another. With a one-descriptor program it simply
+    waits. For each descriptor:
 
     1. fetch it from the instruction buffer and check it (:func:`check_descriptor` is the software
        twin of the checks);
@@ -52,7 +58,8 @@ class WaveController(wiring.Component):
     A bad descriptor still waits for its barrier when its sync resource and participant set allow
     one (so its arrivals are consumed and the next generation starts clean), then ends with
     ``ERROR`` in every flag; with no usable barrier it writes ``ERROR`` flags to the existing ports
-    of its set at once. Either way the ISA goes on to the next descriptor.
+    of its set at once, once per program load (later passes skip it). Either way the ISA goes on
+    to the next descriptor.
     """
 
     def __init__(self, params):
@@ -64,9 +71,12 @@ class WaveController(wiring.Component):
             # instruction buffer
             "length":       In(range(params.descriptors + 1)),
             "restart":      In(1),
+            "loading":      In(1),
             "read_addr":    Out(range(params.descriptors)),
             "desc":         In(descriptor_layout()),
             "load_enable":  Out(1),
+            "turn":         In(1),
+            "advance":      Out(1),
             # barrier manager
             "query_sync":   Out(8),
             "query_mask":   Out(f.ports),
@@ -107,6 +117,8 @@ class WaveController(wiring.Component):
         generation = Signal(16)
         slots_left = Signal(27)
         flagged_error = Signal()
+        failed_once = Signal(p.descriptors)   # descriptors with no possible barrier, failed since restart
+        next_pc = Mux(pc + 1 >= self.length, 0, pc + 1)
 
         m.d.comb += [self.read_addr.eq(pc), self.query_sync.eq(d.sync), self.query_mask.eq(mask)]
 
@@ -116,12 +128,14 @@ class WaveController(wiring.Component):
         op_ok = (desc.op == Op.ALLREDUCE) | (desc.op == Op.BARRIER)
         parts_ok = (d_mask != 0) & ((desc.participants >> f.ports) == 0 if f.ports < MAX_PORTS else 1)
         sync_ok = desc.sync < p.sync_resources
-        aligned = lambda a: a[:(fb - 1).bit_length()] == 0
+        data_align, scale_align = buffer_alignment(f)
+        aligned = lambda a, align: a[:(align - 1).bit_length()] == 0
         int8 = desc.dtype == DType.INT8
         data_ok = ((desc.dtype.as_value() != 3) & (desc.elements != 0) & (desc.elements <= p.max_elements)
                    & (~int8 | (desc.elements[:6] == 0))
-                   & aligned(desc.src_addr) & aligned(desc.dst_addr)
-                   & (~int8 | (aligned(desc.src_scale_addr) & aligned(desc.dst_scale_addr))))
+                   & aligned(desc.src_addr, data_align) & aligned(desc.dst_addr, data_align)
+                   & (~int8 | (aligned(desc.src_scale_addr, scale_align)
+                               & aligned(desc.dst_scale_addr, scale_align))))
         desc_ok = (op_ok & parts_ok & sync_ok & (desc.flag_addr[:2] == 0)
                    & ((desc.op != Op.ALLREDUCE) | data_ok))
 
@@ -151,26 +165,49 @@ class WaveController(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.load_enable.eq(1)
                 with m.If(self.restart):
-                    m.d.sync += pc.eq(0)
+                    m.d.sync += [pc.eq(0), failed_once.eq(0)]
                     m.next = "FETCH"
+            # A program load ends with `restart`, which can come while the controller is looking
+            # for a ready descriptor (FETCH, DECODE) as well as in WAIT: it restarts from slot 0.
             with m.State("FETCH"):
-                m.next = "DECODE"
+                with m.If(self.restart):
+                    m.d.sync += [pc.eq(0), failed_once.eq(0)]
+                with m.Else():
+                    m.next = "DECODE"
             with m.State("DECODE"):
                 m.d.sync += [
                     d.eq(desc), mask.eq(d_mask), bad.eq(~desc_ok),
                     barrier_ok.eq(sync_ok & (d_mask != 0)), status.eq(0),
                 ]
-                m.next = "WAIT"
+                with m.If(self.restart):
+                    m.d.sync += [pc.eq(0), failed_once.eq(0)]
+                    m.next = "FETCH"
+                with m.Else():
+                    m.next = "WAIT"
             with m.State("WAIT"):
                 m.d.comb += self.load_enable.eq(1)
                 with m.If(self.restart):
-                    m.d.sync += pc.eq(0)
+                    m.d.sync += [pc.eq(0), failed_once.eq(0)]
                     m.next = "FETCH"
+                with m.Elif(self.loading):
+                    pass    # a program is being loaded: start nothing until it is complete
                 with m.Elif(~barrier_ok):
-                    # No barrier is possible: fail at once.
-                    m.d.sync += [generation.eq(0), status.eq(FlagStatus.ERROR.value),
-                                 self.bad_descriptors.eq(self.bad_descriptors + 1)]
-                    m.next = "FLAGS"
+                    with m.If(failed_once.bit_select(pc, 1)):
+                        # Failed once since the program was loaded: skip it (passing its
+                        # resource's turn on, if it holds it) rather than flood ERROR flags.
+                        m.d.comb += self.advance.eq(self.turn)
+                        m.d.sync += pc.eq(next_pc)
+                        m.next = "FETCH"
+                    with m.Else():
+                        # No barrier is possible: fail at once.
+                        m.d.sync += [generation.eq(0), status.eq(FlagStatus.ERROR.value),
+                                     self.bad_descriptors.eq(self.bad_descriptors + 1),
+                                     failed_once.eq(failed_once | (Const(1, p.descriptors) << pc))]
+                        m.next = "FLAGS"
+                with m.Elif(~self.turn):
+                    # Not its resource's turn: an earlier descriptor of the same group comes first.
+                    m.d.sync += pc.eq(next_pc)
+                    m.next = "FETCH"
                 with m.Elif(self.complete):
                     m.d.comb += [self.consume.eq(1), self.clear_error.eq(1)]
                     m.d.sync += [generation.eq(self.generation + 1), flagged_error.eq(0),
@@ -184,6 +221,11 @@ class WaveController(wiring.Component):
                     with m.Else():
                         m.d.comb += self.start.eq(1)
                         m.next = "RUN"
+                with m.Elif(self.length > 1):
+                    # Its group has not all arrived: look at the next descriptor, so a group that
+                    # is late never holds up another group's collective (isolation).
+                    m.d.sync += [self.barrier_cycles.eq(self.barrier_cycles + 1), pc.eq(next_pc)]
+                    m.next = "FETCH"
                 with m.Else():
                     m.d.sync += self.barrier_cycles.eq(self.barrier_cycles + 1)
             with m.State("RUN"):
@@ -213,8 +255,9 @@ class WaveController(wiring.Component):
                         # ORDERED mode: a write failed after the flag went out; say so.
                         m.next = "FLAGS"
                     with m.Else():
-                        m.d.sync += [self.collectives.eq(self.collectives + 1),
-                                     pc.eq(Mux(pc + 1 >= self.length, 0, pc + 1))]
+                        # The next descriptor of this resource's group gets the turn.
+                        m.d.comb += self.advance.eq(self.turn)
+                        m.d.sync += [self.collectives.eq(self.collectives + 1), pc.eq(next_pc)]
                         m.next = "FETCH"
 
         with m.If(self.running):
