@@ -47,8 +47,9 @@ def points(ports=PORTS, flits=FLITS, blocks=BLOCKS):
     return [(b, p, w) for p, w in configs for b in blocks if not (b != "switch" and p > 8)]
 
 
-def _synth_one(block, ports, flit_width, target):
-    """Synthesize one point in a worker process; returns its CSV row."""
+def _synth_one(block, ports, flit_width, target, cached_only=False):
+    """Synthesize one point in a worker process; returns its CSV row (None with ``cached_only``
+    when the point has not been synthesized yet)."""
     from ..hdl.catalog import BLOCKS as CATALOG
     from ..hdl.packet import FabricParams
     from ..sim.runner import verilog_for
@@ -58,7 +59,10 @@ def _synth_one(block, ports, flit_width, target):
     factory = CATALOG[block][0]
     start = time.monotonic()
     path = verilog_for(lambda: factory(params), block, repr(params))
-    res, _ = synthesize(path, block, target, BUILD_ROOT / "synth" / f"{target}-{path.stem}")
+    workdir = BUILD_ROOT / "synth" / f"{target}-{path.stem}"
+    if cached_only and not (workdir / f"{block}-{target}.stat.json").exists():
+        return None
+    res, _ = synthesize(path, block, target, workdir)
     return {"block": block, "ports": ports, "flit_width": flit_width, **res,
             "seconds": round(time.monotonic() - start), "note": ""}
 
@@ -94,7 +98,7 @@ def _plot(rows, out):
     plt.close(fig)
 
 
-def section(rows, argv, elapsed):
+def section(rows, argv, elapsed, missing=()):
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=REPO_ROOT).stdout.strip() or "unknown"
     by = {(r["block"], r["ports"], r["flit_width"]): r for r in rows}
@@ -127,7 +131,11 @@ def section(rows, argv, elapsed):
         lines.append(f"| {r['block']} | {r['ports']} | {r['flit_width']} | {r['lut']:,} | "
                      f"{r['ff']:,} | {r['bram36']:g} | {r['dsp']} | {r['seconds']} |")
     lines += ["", "The ISA and its datapath take 2 to 8 participants (the exact adder tree's width "
-              "is fixed for N <= 8, docs/DATAPATH.md), so they have no 16-port point.", END]
+              "is fixed for N <= 8, docs/DATAPATH.md), so they have no 16-port point."]
+    if missing:
+        lines += ["", "**Not measured in this run** (synthesis not finished): "
+                  + ", ".join(f"{b} at {p} ports, {w}-bit flits" for b, p, w in sorted(missing)) + "."]
+    lines.append(END)
     return "\n".join(lines)
 
 
@@ -156,6 +164,11 @@ def build_parser():
                         help="port counts of the scaling at 256-bit flits (default: 4,8,16)")
     parser.add_argument("--flits", default="64,128,256", metavar="LIST",
                         help="flit widths of the scaling at 4 ports (default: 64,128,256)")
+    parser.add_argument("--blocks", default=",".join(BLOCKS), metavar="LIST",
+                        help=f"blocks to synthesize (default: {','.join(BLOCKS)})")
+    parser.add_argument("--cached-only", action="store_true",
+                        help="synthesize nothing: write the table from the points already "
+                             "synthesized (the others are listed as not measured)")
     parser.add_argument("--jobs", type=int, default=2, metavar="N",
                         help="synthesis runs in parallel (default: 2)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs",
@@ -182,17 +195,22 @@ def main(argv=None):
         print(f"scin resources: error: {bad} not in the sweep (ports {PORTS}, flits {FLITS})",
               file=sys.stderr)
         return 2
-    todo = points(ports=(4,), flits=(256,)) if args.paper else points(ports, flits)
+    blocks = tuple(b for b in args.blocks.split(",") if b)
+    if not blocks or set(blocks) - set(BLOCKS):
+        print(f"scin resources: error: --blocks takes some of {', '.join(BLOCKS)}", file=sys.stderr)
+        return 2
+    todo = points(ports=(4,), flits=(256,), blocks=blocks) if args.paper else points(ports, flits, blocks)
     # Smallest first: an interrupted run keeps (in the cache) every point it finished, and the
     # longest points (the 16-port switch, the 8-port ISA) come last.
     todo.sort(key=lambda t: (t[1] * t[2], BLOCKS.index(t[0])))
     start = time.monotonic()
-    rows = []
+    rows, missing = [], []
     print(f"scin resources: {len(todo)} synthesis runs, {args.jobs} at a time", file=sys.stderr,
           flush=True)
     try:
         with ProcessPoolExecutor(args.jobs) as pool:
-            futures = {pool.submit(_synth_one, b, p, w, "xcup"): (b, p, w) for b, p, w in todo}
+            futures = {pool.submit(_synth_one, b, p, w, "xcup", args.cached_only): (b, p, w)
+                       for b, p, w in todo}
             for fut in as_completed(futures):
                 b, p, w = futures[fut]
                 try:
@@ -201,6 +219,11 @@ def main(argv=None):
                     print(f"scin resources: error: {b} at {p} ports, {w}-bit flits: {exc}",
                           file=sys.stderr)
                     return 2
+                if r is None:
+                    missing.append((b, p, w))
+                    print(f"      {b:8s} {p:2d} ports {w:3d}-bit: not synthesized yet (skipped)",
+                          file=sys.stderr, flush=True)
+                    continue
                 rows.append(r)
                 print(f"[{len(rows)}/{len(todo)}] {b:8s} {p:2d} ports {w:3d}-bit: "
                       f"{r['lut']:8,} LUT {r['ff']:8,} FF {r['bram36']:6g} BRAM36 {r['dsp']:4d} DSP "
@@ -210,7 +233,7 @@ def main(argv=None):
         print("scin resources: interrupted", file=sys.stderr)
         return 130
     elapsed = time.monotonic() - start
-    text = section(rows, argv, elapsed)
+    text = section(rows, argv, elapsed, missing)
     if args.no_doc:
         print(text)
         return 0

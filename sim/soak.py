@@ -165,7 +165,8 @@ def make_plan(cfg):
             # The input lies beyond the end of every participant's memory: reads answer DECERR.
             desc["src_addr"] = MEM_SIZE
         elif fault == "bad_desc":
-            kind = rng.choice(BAD_DESC_KINDS)
+            # The kinds in turn, so that a soak with six or more bad descriptors tries each one.
+            kind = BAD_DESC_KINDS[sum(e["fault"] == "bad_desc" for e in expected) % len(BAD_DESC_KINDS)]
             if kind == "misaligned":
                 # Flit-aligned but not page-aligned: its packets would cross 4 KB boundaries.
                 desc["dst_addr"] += 32 * rng.randint(1, 127)
