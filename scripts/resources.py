@@ -125,7 +125,7 @@ def section(rows, argv, elapsed, missing=()):
     lines += ["", "`switch` is the N switch ports and the core without the ISA; `isa` includes "
               "`datapath` (the datapath row is the arithmetic alone).", "",
               "### Scaling", "", "![resources against ports and flit width](resources/scaling.png)",
-              "", "| block | ports | flit | LUT | FF | BRAM36 | DSP | synthesis s |",
+              "", "| block | ports | flit | LUT | FF | BRAM36 | DSP | synthesis s (0: from the cache) |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in sorted(rows, key=lambda r: (r["block"], r["flit_width"], r["ports"])):
         lines.append(f"| {r['block']} | {r['ports']} | {r['flit_width']} | {r['lut']:,} | "
