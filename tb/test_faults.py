@@ -385,3 +385,14 @@ def test_system_faults(sim):
     path = verilog_for(lambda: System(sp), "system", repr(sp))
     run_cocotb(verilog_path=path, top="system", test_module=cocotb_module(__file__), sim=sim,
                config={}, testcase="system_decerr_flags")
+
+
+def test_system_memory_sizes_are_checked():
+    from scin.hdl.system import SystemParams
+    sp = system_params()
+    assert [sp.endpoint_mem_size(i) for i in range(4)] == [SYS_MEM, SYS_MEM, SYS_MEM, SMALL_MEM]
+    assert SystemParams(mem_size=8192).endpoint_mem_size(2) == 8192
+    with pytest.raises(ValueError, match=r"mem_sizes must be empty or a tuple of 4 sizes"):
+        SystemParams(mem_sizes=(4096, 4096, 4096))
+    with pytest.raises(ValueError, match=r"mem_size must be a power of two of at least 4096 bytes, not 5000"):
+        SystemParams(mem_sizes=(4096, 4096, 4096, 5000))

@@ -119,7 +119,6 @@ class WriteBack(wiring.Component):
         tag_free = Cat(Mux(mask[i], ~pending[i].bit_select(widx, 1), 1) for i in range(n)).all()
         can_start = room & tag_free
         start_pkt = Signal()                     # a header goes out this cycle
-        m.d.comb += hdr.tag.eq(wseq)
         with m.If(start_pkt):
             m.d.sync += wseq.eq(wseq + 1)
         for i, q in enumerate(queues):
@@ -208,6 +207,9 @@ class WriteBack(wiring.Component):
                     self.busy.eq(1), is_header.eq(1), push.eq(can_start & ~self.flush),
                     start_pkt.eq(can_start & ~self.flush),
                     hdr.addr.eq(msg.dst_addr + job.seq * f.max_payload), hdr.length.eq(job.bytes),
+                    # Set here with the other fields, not in a process of its own: a lone
+                    # `always @*` reading a register that has not changed yet never runs on Icarus.
+                    hdr.tag.eq(wseq),
                 ]
                 with m.If(self.flush):
                     m.next = "IDLE"            # not started: never sent
@@ -255,7 +257,7 @@ class WriteBack(wiring.Component):
                     self.busy.eq(1), is_header.eq(1), push.eq(can_start & ~self.flush),
                     start_pkt.eq(can_start & ~self.flush),
                     hdr.addr.eq(msg.dst_scale_addr + job.seq * p.scale_bytes_per_slot),
-                    hdr.length.eq(job.bytes // BLOCK_ELEMENTS * 2),
+                    hdr.length.eq(job.bytes // BLOCK_ELEMENTS * 2), hdr.tag.eq(wseq),
                 ]
                 with m.If(self.flush):
                     m.next = "IDLE"
@@ -278,7 +280,7 @@ class WriteBack(wiring.Component):
                 m.d.comb += [
                     self.busy.eq(1), is_header.eq(1), push.eq(can_start & ~self.flush),
                     start_pkt.eq(can_start & ~self.flush),
-                    hdr.addr.eq(flag.addr), hdr.length.eq(4),
+                    hdr.addr.eq(flag.addr), hdr.length.eq(4), hdr.tag.eq(wseq),
                 ]
                 with m.If(self.flush):
                     m.next = "IDLE"
