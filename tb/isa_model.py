@@ -124,12 +124,14 @@ class EndpointModel:
             self._pending.append((due + self.rng.randint(*self.latency), cls, pkt))
 
     def _packets(self, cls):
+        """The packets completed on ``cls`` since the last call. Only the flits received since
+        then are looked at (splitting the whole history every cycle made long tests quadratic)."""
         sink = self.from_isa[cls]
-        pkts = split_packets(self.params, sink.items)
+        start = self._seen[cls]          # index of the first flit not yet in a returned packet
+        pkts = split_packets(self.params, sink.items[start:])
         complete = [p for p in pkts if p[-1] >> self.params.flit_width & 1]
-        new = complete[self._seen[cls]:]
-        self._seen[cls] = len(complete)
-        return new
+        self._seen[cls] = start + sum(len(p) for p in complete)
+        return complete
 
     def _payload(self, pkt, length):
         fb, w = self.params.flit_bytes, self.params.flit_width

@@ -96,10 +96,10 @@ async def run_steps(dut, steps):
             cocotb.start_soon(st["during"](eps))
         # Bounded: a collective that hangs fails here instead of stalling the run.
         budget = 3 * TEST_TIMEOUT + 20_000
-        for cycle in range(budget):
+        for cycle in range(0, budget, 4):
             if counters(dut)["collectives"] == k + 1:
                 break
-            await RisingEdge(dut.clk)
+            await ClockCycles(dut.clk, 4)
         else:
             raise AssertionError(f"step {k} ({st['want']}) did not complete in {budget} cycles: "
                                  f"flags {[hex(ep.flag(flag_addr(k))) for ep in eps]}; {counters(dut)}")
