@@ -42,6 +42,10 @@ class SystemParams:
         Endpoint memory read latency, AR handshake to first R beat (40 cycles = 160 ns).
     mem_size : int
         Bytes of memory per endpoint (a power of two).
+    mem_sizes : tuple of int
+        Per-endpoint memory sizes, overriding ``mem_size`` (empty: every endpoint has
+        ``mem_size``). Buffers are symmetric, so a buffer that fits a larger endpoint runs off the
+        end of a smaller one, whose memory then answers ``DECERR``: the fault tests use this.
     reorder : bool
         Endpoint memories answer reads with different IDs out of order.
     credits : int
@@ -51,6 +55,7 @@ class SystemParams:
     one_way_latency: int = 90
     mem_latency:     int = 40
     mem_size:        int = 1 << 20
+    mem_sizes:       tuple = ()
     reorder:         bool = False
     credits:         int = 256
 
@@ -60,12 +65,20 @@ class SystemParams:
         if not isinstance(self.one_way_latency, int) or self.one_way_latency <= TRANSPORT_LATENCY:
             raise ValueError(f"one_way_latency must be an integer above the transport's own "
                              f"{TRANSPORT_LATENCY} cycles, not {self.one_way_latency!r}")
-        if not isinstance(self.mem_size, int) or self.mem_size < 4096 or self.mem_size & (self.mem_size - 1):
-            raise ValueError(f"mem_size must be a power of two of at least 4096 bytes, not {self.mem_size!r}")
+        if not isinstance(self.mem_sizes, tuple) or self.mem_sizes and len(self.mem_sizes) != self.fabric.ports:
+            raise ValueError(f"mem_sizes must be empty or a tuple of {self.fabric.ports} sizes, one per "
+                             f"endpoint, not {self.mem_sizes!r}")
+        for size in (self.mem_size, *self.mem_sizes):
+            if not isinstance(size, int) or size < 4096 or size & (size - 1):
+                raise ValueError(f"mem_size must be a power of two of at least 4096 bytes, not {size!r}")
 
     @property
     def fabric(self):
         return self.isa.fabric
+
+    def endpoint_mem_size(self, i):
+        """Bytes of memory at endpoint ``i``."""
+        return self.mem_sizes[i] if self.mem_sizes else self.mem_size
 
     @property
     def link_delay(self):
@@ -101,10 +114,12 @@ class System(wiring.Component):
         n = f.ports
         # The memories are megabytes and only ever simulated: SimRam storage, whose file
         # backdoor is named ep0, ep1, ... (see hdl/endpoint/sim_ram.v).
-        self._endpoints = [Endpoint(f, port=i, mem_size=params.mem_size, latency=params.mem_latency,
+        self._endpoints = [Endpoint(f, port=i, mem_size=params.endpoint_mem_size(i),
+                                    latency=params.mem_latency,
                                     reorder=params.reorder, storage="sim", name=f"ep{i}")
                            for i in range(n)]
-        ep = self._endpoints[0]
+        # The backdoor ports are as wide as the largest memory needs.
+        ep = max(self._endpoints, key=lambda e: e.memory.size)
         super().__init__({
             "load":      In(stream.Signature(ep.load.payload.shape())).array(n),
             "dump_req":  In(stream.Signature(len(ep.dump_req.payload))).array(n),
@@ -143,8 +158,13 @@ class System(wiring.Component):
                 connect(m, tp.rx[c], ep.rx[c])
             connect(m, tp.link, link.a)
             connect(m, switch.link[i], link.b)
-            connect(m, flipped(self.load[i]), ep.load)
-            connect(m, flipped(self.dump_req[i]), ep.dump_req)
+            # By hand rather than connect(): a smaller memory has a narrower word address.
+            m.d.comb += [ep.load.valid.eq(self.load[i].valid), self.load[i].ready.eq(ep.load.ready),
+                         ep.load.payload.addr.eq(self.load[i].payload.addr),
+                         ep.load.payload.data.eq(self.load[i].payload.data),
+                         ep.dump_req.valid.eq(self.dump_req[i].valid),
+                         self.dump_req[i].ready.eq(ep.dump_req.ready),
+                         ep.dump_req.payload.eq(self.dump_req[i].payload)]
             connect(m, ep.dump_data, flipped(self.dump_data[i]))
             connect(m, flipped(self.cmd[i]), ep.cmd)
             connect(m, ep.events, flipped(self.events[i]))

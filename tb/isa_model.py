@@ -4,6 +4,10 @@
 answers the ISA's reads from a byte array after a (random) latency, applies its writes and
 acknowledges them, and sends arrivals. It is deliberately independent of the HDL endpoint so the
 ISA is tested against a second opinion of the protocol.
+
+Faults are injected per request with :meth:`EndpointModel.on_read` / :meth:`EndpointModel.on_write`
+(an error status, a response held back or never sent, a duplicate, extra latency) and
+:meth:`EndpointModel.send_stray` (a response nobody asked for).
 """
 
 import cocotb
@@ -46,6 +50,12 @@ class EndpointModel:
         self.from_isa = {c: StreamSink(dut, f"{q}{c.value}", mk())
                          for c in (MsgClass.REQ, MsgClass.WRITE, MsgClass.WRESP)}
         self.acks = []
+        self.read_rules = []     # [(match, action)]: the first rule matching a READ is used once
+        self.write_rules = []    # the same for WRITEs
+        self.held = []           # (class, packet) kept back by a `hold` action, sent by release()
+        self.reads_seen = []     # headers of every READ received
+        self.writes_seen = []    # headers of every WRITE received
+        self.faults = 0          # fault actions applied
         self._seen = {c: 0 for c in self.from_isa}
         self._pending = []       # (due cycle, class, packet)
         self.cycle = 0
@@ -59,13 +69,69 @@ class EndpointModel:
     def flag(self, addr):
         return int.from_bytes(self.mem[addr:addr + 4], "little")
 
+    def on_read(self, match, **action):
+        """Inject a fault into the next READ whose header (a dict) satisfies ``match``.
+
+        ``action`` keys: ``status`` (answer with this :class:`Status`; with ``payload=False`` a
+        header-only response of length 0, as the AXI bridge answers a read it refuses, else the
+        full length of zero bytes, as a DECERR burst returns), ``hold`` (keep the response back
+        until :meth:`release`: with no release it never comes), ``dup`` (send it twice; with
+        ``dup="hold"`` the copy is kept back until :meth:`release`), ``delay`` (extra cycles of
+        latency), ``release`` (when this request arrives, send every held response at once)."""
+        self.read_rules.append((match, action))
+
+    def on_write(self, match, **action):
+        """As :meth:`on_read`, for the WRITE_RESP of the next matching WRITE; with an error
+        ``status`` the write does not change memory (as AXI DECERR/SLVERR)."""
+        self.write_rules.append((match, action))
+
+    def release(self):
+        """Send every held response now (in the order they were held)."""
+        held, self.held = self.held, []
+        for cls, pkt in held:
+            self.to_isa[cls].send(*pkt)
+
+    def send_stray(self, cls, tag):
+        """Send a response with ``tag`` that no request asked for: a READ_RESP of one flit of
+        payload (``cls`` RDATA) or a WRITE_RESP (``cls`` WRESP)."""
+        if cls == MsgClass.RDATA:
+            pkt = self._data_packet(Opcode.READ_RESP, {"tag": tag}, bytes(self.params.flit_bytes))
+        else:
+            pkt = make_packet(self.params, opcode=Opcode.WRITE_RESP, inc=1, src=self.port,
+                              dst=self.port, tag=tag, status=Status.OK)
+        self.to_isa[cls].send(*pkt)
+
+    def _rule(self, rules, h):
+        for k, (match, action) in enumerate(rules):
+            if match(h):
+                del rules[k]
+                self.faults += 1
+                return action
+        return {}
+
+    def _respond(self, cls, pkt, action):
+        """Queue (or hold, duplicate, delay) the response ``pkt`` as ``action`` says."""
+        if action.get("release"):
+            self.release()
+        due = self.cycle + self.rng.randint(*self.latency) + action.get("delay", 0)
+        if action.get("hold"):
+            self.held.append((cls, pkt))
+        else:
+            self._pending.append((due, cls, pkt))
+        if action.get("dup") == "hold":
+            self.held.append((cls, pkt))
+        elif action.get("dup"):
+            self._pending.append((due + self.rng.randint(*self.latency), cls, pkt))
+
     def _packets(self, cls):
+        """The packets completed on ``cls`` since the last call. Only the flits received since
+        then are looked at (splitting the whole history every cycle made long tests quadratic)."""
         sink = self.from_isa[cls]
-        pkts = split_packets(self.params, sink.items)
+        start = self._seen[cls]          # index of the first flit not yet in a returned packet
+        pkts = split_packets(self.params, sink.items[start:])
         complete = [p for p in pkts if p[-1] >> self.params.flit_width & 1]
-        new = complete[self._seen[cls]:]
-        self._seen[cls] = len(complete)
-        return new
+        self._seen[cls] = start + sum(len(p) for p in complete)
+        return complete
 
     def _payload(self, pkt, length):
         fb, w = self.params.flit_bytes, self.params.flit_width
@@ -80,19 +146,29 @@ class EndpointModel:
                 h = header_of(self.params, pkt)
                 assert h["opcode"] == Opcode.READ.value, h
                 assert h["inc"] == 1 and h["dst"] == self.port, h
-                data = bytes(self.mem[h["addr"]:h["addr"] + h["length"]])
-                resp = self._data_packet(Opcode.READ_RESP, h, data)
-                self._pending.append((self.cycle + self.rng.randint(*self.latency), MsgClass.RDATA, resp))
+                self.reads_seen.append(h)
+                action = self._rule(self.read_rules, h)
+                status = action.get("status", Status.OK)
+                if status == Status.OK:
+                    data = bytes(self.mem[h["addr"]:h["addr"] + h["length"]])
+                else:
+                    data = bytes(h["length"] if action.get("payload", True) else 0)
+                resp = self._data_packet(Opcode.READ_RESP, h, data, status)
+                self._respond(MsgClass.RDATA, resp, action)
             for pkt in self._packets(MsgClass.WRITE):
                 h = header_of(self.params, pkt)
                 assert h["opcode"] == Opcode.WRITE.value and h["inc"] == 1, h
                 data = self._payload(pkt, h["length"])
                 assert len(data) == h["length"], (h, len(data))
-                self.mem[h["addr"]:h["addr"] + h["length"]] = data
+                self.writes_seen.append(h)
+                action = self._rule(self.write_rules, h)
+                status = action.get("status", Status.OK)
+                if status == Status.OK:
+                    self.mem[h["addr"]:h["addr"] + h["length"]] = data
                 self.writes += 1
                 ack = make_packet(self.params, opcode=Opcode.WRITE_RESP, inc=1, src=self.port,
-                                  dst=self.port, tag=h["tag"], status=Status.OK)
-                self._pending.append((self.cycle + self.rng.randint(*self.latency), MsgClass.WRESP, ack))
+                                  dst=self.port, tag=h["tag"], status=status)
+                self._respond(MsgClass.WRESP, ack, action)
             for pkt in self._packets(MsgClass.WRESP):
                 self.acks.append(header_of(self.params, pkt))
             due = [x for x in self._pending if x[0] <= self.cycle]
@@ -103,11 +179,11 @@ class EndpointModel:
                 for _, cls, pkt in due:
                     self.to_isa[cls].send(*pkt)
 
-    def _data_packet(self, opcode, req, data):
+    def _data_packet(self, opcode, req, data, status=Status.OK):
         p = self.params
         header = p.pack_header(opcode=opcode.value, msg_class=MsgClass.RDATA.value, inc=1,
                                src=self.port, dst=self.port, tag=req["tag"], length=len(data),
-                               status=Status.OK.value)
+                               status=Status(status).value)
         fb = p.flit_bytes
         words = [int.from_bytes(data[i:i + fb], "little") for i in range(0, len(data), fb)]
         flits = [header] + words

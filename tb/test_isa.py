@@ -26,10 +26,16 @@ SRC, DST, SSRC, SDST, FLAG = 0x0000, 0x10000, 0x20000, 0x21000, 0x22000
 MEM = 0x23000
 
 
+#: The watchdog of the ISA under test, in cycles: short, so the fault tests (tb/test_faults.py,
+#: which share this build) see it expire quickly, and still far above any healthy pause here
+#: (model latencies of 5-40 cycles with 20 % idle cycles and backpressure).
+TEST_TIMEOUT = 2048
+
+
 def isa_params(cfg):
     # One configuration for every case, so each simulator builds the ISA once: 4 slots in 2 waves
     # makes messages of more than 4 slots (16 KiB) exercise wave regulation and slot reuse.
-    return IsaParams(fabric=FabricParams(ports=4), capacity=16384, waves=2)
+    return IsaParams(fabric=FabricParams(ports=4), capacity=16384, waves=2, timeout=TEST_TIMEOUT)
 
 
 def make_inputs(rng, dtype, n_parts, elements):
@@ -138,6 +144,7 @@ async def allreduce_matches_golden_model(dut):
     c = counters(dut)
     assert c["collectives"] == cfg.get("replays", 1), c
     assert c["unknown_tags"] == 0 and c["bad_descriptors"] == 0, c
+    assert c["unknown_wresps"] == 0 and c["timeouts"] == 0, c
 
 
 CASES = {

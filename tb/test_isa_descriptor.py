@@ -89,10 +89,24 @@ def check_descriptor_with(params, change):
     (dict(waves=16), r"waves must divide the 8 slots"),
     (dict(descriptors=0), r"descriptors must be between 1 and 256, not 0"),
     (dict(sync_resources=300), r"sync_resources must be between 1 and 256, not 300"),
+    (dict(timeout=100), r"timeout must be 0 \(no watchdog\) or between 256 and 2\*\*32-1 cycles, not 100"),
+    (dict(timeout=1 << 32), r"timeout must be 0 \(no watchdog\) or between 256"),
+    (dict(timeout=2048.0), r"timeout must be 0 \(no watchdog\) or between 256"),
+    (dict(fabric=FabricParams(tag_width=8)),
+     r"tag_width 8 is too narrow for 8 slots: read and write tags need 9 bits"),
 ])
 def test_bad_isa_parameters_are_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
         d.IsaParams(**kwargs)
+
+
+def test_watchdog_can_be_disabled_and_tags_have_sequence_bits():
+    assert d.IsaParams(timeout=0).timeout == 0
+    assert d.IsaParams().timeout == 1 << 16
+    p = d.IsaParams()                      # 16-bit tags, 8 slots
+    assert (p.read_seq_bits, p.write_seq_bits) == (12, 11)
+    from scin.hdl.isa.wave_table import read_tag
+    assert read_tag(p, slot=5, kind=1, seq=(1 << 12) + 3) == 3 << 4 | 5 << 1 | 1
 
 
 def test_isa_rejects_more_ports_than_the_descriptor_names():

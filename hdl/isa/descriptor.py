@@ -16,10 +16,20 @@ from .dtype import DType, BLOCK_ELEMENTS
 
 
 __all__ = ["Op", "FlagMode", "FlagStatus", "descriptor_layout", "flag_layout", "IsaParams",
-           "MAX_PORTS", "check_descriptor", "buffer_alignment"]
+           "MAX_PORTS", "WRITE_TAG_BITS", "MIN_TAG_SEQ_BITS", "MIN_TIMEOUT", "check_descriptor",
+           "buffer_alignment"]
 
 #: Width of the participant mask in a descriptor: the format does not change with the switch size.
 MAX_PORTS = 16
+#: Write tags: the low bits of a WRITE's tag index a table of ``2**WRITE_TAG_BITS`` outstanding
+#: writes per port (32: several 4 KiB writes per port cover the link round trip many times over).
+WRITE_TAG_BITS = 5
+#: Fewest sequence bits a read or write tag must keep above its index, so that a late or duplicate
+#: response is told apart from the one the index now waits for (docs/ISA.md, "Tags").
+MIN_TAG_SEQ_BITS = 4
+#: Smallest non-zero watchdog timeout: below a few link round trips (2 x 90 cycles plus memory
+#: latency and a 129-flit packet) a healthy collective would be aborted.
+MIN_TIMEOUT = 256
 
 
 class Op(enum.Enum, shape=4):
@@ -52,7 +62,7 @@ class FlagStatus(enum.Flag, shape=8):
     OVERFLOW = 1  #: some result overflowed (+-Inf) or an INT8 output scale saturated
     INVALID  = 2  #: some input was NaN/Inf, or an INT8 input scale was negative or non-finite
     ERROR    = 4  #: bad descriptor, or an AXI error on a read or a write
-    TIMEOUT  = 8  #: a response never came (watchdog)
+    TIMEOUT  = 8  #: the watchdog ended the collective: some response never came
 
 
 def descriptor_layout():
@@ -101,6 +111,12 @@ class IsaParams:
         Barrier sync resources (arrival bitmaps and generation counters).
     max_elements : int
         Largest ``elements`` a descriptor may name.
+    timeout : int
+        Response watchdog, in cycles: a running collective that makes no progress (no read or
+        write response accepted, no slot reduced, no flag taken) for this many cycles is aborted
+        and ends with ``TIMEOUT`` in every flag. 0 disables the watchdog; otherwise at least
+        ``MIN_TIMEOUT``. The default, 65536 cycles (262 us at 250 MHz), is about 150 round trips of
+        the paper latency model (2 x 90-cycle links, 40-cycle memory, a 129-flit packet).
     """
     fabric:         FabricParams = field(default_factory=FabricParams)
     capacity:       int = 32768
@@ -108,6 +124,7 @@ class IsaParams:
     descriptors:    int = 16
     sync_resources: int = 8
     max_elements:   int = 1 << 28
+    timeout:        int = 1 << 16
 
     def __post_init__(self):
         f = self.fabric
@@ -131,9 +148,15 @@ class IsaParams:
                 raise ValueError(f"{name} must be between {lo} and {hi}, not {value!r}")
         if not 1 <= self.max_elements < (1 << 32):
             raise ValueError(f"max_elements must be between 1 and 2**32-1, not {self.max_elements!r}")
-        if 1 + self.slot_bits > f.tag_width:
-            raise ValueError(f"tag_width {f.tag_width} cannot name {self.slots} slots "
-                             f"(needs {1 + self.slot_bits} bits)")
+        if self.read_seq_bits < MIN_TAG_SEQ_BITS or self.write_seq_bits < MIN_TAG_SEQ_BITS:
+            need = max(1 + self.slot_bits, WRITE_TAG_BITS) + MIN_TAG_SEQ_BITS
+            raise ValueError(f"tag_width {f.tag_width} is too narrow for {self.slots} slots: read "
+                             f"and write tags need {need} bits (an index and {MIN_TAG_SEQ_BITS} "
+                             f"sequence bits)")
+        if (not isinstance(self.timeout, int) or isinstance(self.timeout, bool)
+                or not (self.timeout == 0 or MIN_TIMEOUT <= self.timeout < (1 << 32))):
+            raise ValueError(f"timeout must be 0 (no watchdog) or between {MIN_TIMEOUT} and "
+                             f"2**32-1 cycles, not {self.timeout!r}")
 
     @property
     def slots(self):
@@ -142,6 +165,16 @@ class IsaParams:
     @property
     def slot_bits(self):
         return max(1, ceil_log2(self.slots))
+
+    @property
+    def read_seq_bits(self):
+        """Bits of a read tag above ``kind`` and ``slot``: the slot's issue number (docs/ISA.md)."""
+        return self.fabric.tag_width - 1 - self.slot_bits
+
+    @property
+    def write_seq_bits(self):
+        """Bits of a write tag above its index: the high bits of the write's sequence number."""
+        return self.fabric.tag_width - WRITE_TAG_BITS
 
     @property
     def slots_per_wave(self):

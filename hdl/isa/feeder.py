@@ -26,6 +26,9 @@ class Feeder(wiring.Component):
     slot) to the table manager and passes the job on to the write-back (``wb_job``).
 
     ``stall_data`` counts cycles a job waits for data that has not arrived yet.
+
+    ``flush`` (the wave controller aborting a collective) drops the current job and the flit on
+    the output, and takes no new job while it is high.
     """
 
     def __init__(self, params):
@@ -36,6 +39,7 @@ class Feeder(wiring.Component):
         super().__init__({
             "dtype":         In(DType),
             "mask":          In(f.ports),
+            "flush":         In(1),
             "job":           In(stream.Signature(job_layout(params))),
             "wb_job":        Out(stream.Signature(job_layout(params))),
             "rd_slot":       Out(params.slot_bits),
@@ -67,7 +71,7 @@ class Feeder(wiring.Component):
         flits = Signal(range(p.slot_flits + 1))
 
         # Start a job when the write-back can take it: it needs the header information first.
-        with m.If(~active):
+        with m.If(~active & ~self.flush):
             m.d.comb += [self.job.ready.eq(self.wb_job.ready),
                          self.wb_job.valid.eq(self.job.valid),
                          self.wb_job.payload.eq(self.job.payload)]
@@ -77,7 +81,7 @@ class Feeder(wiring.Component):
 
         have = Cat(Mux(self.mask[i], self.avail[i] > k, 1) for i in range(n)).all()
         scales = Cat(Mux(self.mask[i], self.scales_done[i], 1) for i in range(n)).all()
-        ready_k = active & have & ((self.dtype != DType.INT8) | scales)
+        ready_k = active & have & ((self.dtype != DType.INT8) | scales) & ~self.flush
 
         # Output stage: the table's read registers are the datapath's input register. While the
         # datapath stalls, rd_en stays low and the read ports hold their data.
@@ -101,6 +105,8 @@ class Feeder(wiring.Component):
             m.d.sync += out_valid.eq(0)
         with m.If(active & ~have):
             m.d.sync += self.stall_data.eq(self.stall_data + 1)
+        with m.If(self.flush):
+            m.d.sync += [active.eq(0), out_valid.eq(0)]
 
         m.d.comb += [
             self.dp.valid.eq(out_valid),

@@ -1,6 +1,6 @@
 """Isa: the In-Switch Accelerator, wired from its blocks (paper Fig. 4, right)."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Signal, ResetInserter
 from amaranth.lib import wiring, stream, fifo
 from amaranth.lib.wiring import In, Out, connect, flipped
 
@@ -77,13 +77,17 @@ class Isa(wiring.Component):
         m.submodules.wave_table = wt = WaveTable(p)
         m.submodules.issuer = issuer = ReadIssuer(p)
         m.submodules.feeder = feeder = Feeder(p)
-        m.submodules.datapath = dp = Datapath(n_inputs=n, flit_width=f.flit_width)
+        dp = Datapath(n_inputs=n, flit_width=f.flit_width)
         m.submodules.writeback = wb = WriteBack(p)
         # Jobs wait here between issue, reduction and write-back: at most one per slot.
-        m.submodules.feed_jobs = feed_jobs = fifo.SyncFIFOBuffered(
-            width=job_layout(p).size, depth=max(2, p.slots))
-        m.submodules.wb_jobs = wb_jobs = fifo.SyncFIFOBuffered(
-            width=job_layout(p).size, depth=max(2, p.slots))
+        feed_jobs = fifo.SyncFIFOBuffered(width=job_layout(p).size, depth=max(2, p.slots))
+        wb_jobs = fifo.SyncFIFOBuffered(width=job_layout(p).size, depth=max(2, p.slots))
+        # An aborted collective (watchdog) leaves nothing behind in these: they hold no counter
+        # and no packet half sent to the fabric, so a reset is the whole clean-up (the datapath's
+        # INT8 block state included). The blocks with counters or fabric streams flush themselves.
+        m.submodules.datapath = ResetInserter(ctl.flush)(dp)
+        m.submodules.feed_jobs = ResetInserter(ctl.flush)(feed_jobs)
+        m.submodules.wb_jobs = ResetInserter(ctl.flush)(wb_jobs)
 
         connect(m, flipped(self.load), ibuf.load)
         m.d.comb += [
@@ -116,6 +120,9 @@ class Isa(wiring.Component):
             ctl.read_error.eq(wt.resp_error), ctl.write_error.eq(wb.write_error),
             ctl.dp_status.eq(wb.status), ctl.wb_busy.eq(wb.busy),
             ctl.outstanding.eq(wb.outstanding),
+            issuer.flush.eq(ctl.flush), feeder.flush.eq(ctl.flush), tables.flush.eq(ctl.flush),
+            wt.flush.eq(ctl.flush), wb.flush.eq(ctl.flush),
+            ctl.progress.eq(wt.progress | wb.progress), ctl.issuer_busy.eq(issuer.busy),
         ]
         for i in range(n):
             m.d.comb += [feeder.rd_data[i].eq(wt.rd_data[i]), feeder.rd_scale[i].eq(wt.rd_scale[i]),
@@ -160,5 +167,6 @@ class Isa(wiring.Component):
             c.stall_wresp.eq(ctl.stall_wresp), c.unknown_tags.eq(wt.unknown_tags),
             c.bad_arrivals.eq(barrier.bad_arrivals), c.dup_arrivals.eq(barrier.dup_arrivals),
             c.bad_requests.eq(barrier.bad_requests + bad_writes),
+            c.unknown_wresps.eq(wb.unknown_wresps), c.timeouts.eq(ctl.timeouts),
         ]
         return m

@@ -38,10 +38,16 @@ class ReadIssuer(wiring.Component):
     On ``start`` (pulse; ``msg`` must hold for the whole message) the issuer walks the message in
     slots of ``max_payload`` bytes. For each slot it takes a free slot from the table manager
     (``alloc``), arms the wave table, hands the job to the feeder (``job``) and sends a ``READ``
-    (``inc = 1``, tag = slot, data) to every participant; for INT8 a second ``READ`` fetches the
-    slot's block scales (tag = slot, scale). Requests to all participants go out in lockstep
-    through small per-port queues (``req``, the ISA's REQ-class send streams). ``busy`` stays high
-    until every request has been queued.
+    (``inc = 1``, tag = (issue number, slot, data), :func:`~.wave_table.read_tag`) to every
+    participant; for INT8 a second ``READ`` fetches the slot's block scales (same tag, kind scale).
+    The issue number counts armed slots and is never reset, so a late response to an earlier use
+    of a slot (a duplicate, or one of an aborted collective) does not match the slot's current
+    tag. Requests to all participants go out in lockstep through small per-port queues (``req``,
+    the ISA's REQ-class send streams); each request is one flit, so no packet is ever left half
+    sent. ``busy`` stays high until every request has been queued.
+
+    ``flush`` (the wave controller aborting a collective) stops the issuer at once: nothing more
+    is armed or queued, and requests already queued still go out whole.
 
     Stall counters: ``stall_slot`` counts cycles waiting for a free slot (wave regulation),
     ``stall_req`` cycles waiting for room in a request queue.
@@ -54,6 +60,7 @@ class ReadIssuer(wiring.Component):
         f = params.fabric
         super().__init__({
             "start":      In(1),
+            "flush":      In(1),
             "msg":        In(message_layout(params)),
             "busy":       Out(1),
             "alloc":      In(stream.Signature(params.slot_bits)),
@@ -83,6 +90,8 @@ class ReadIssuer(wiring.Component):
         seq = Signal(26)
         done_bytes = Signal(34)        # bytes of the message already issued
         slot = Signal(p.slot_bits)     # the slot of the pending scale read
+        issue = Signal(p.read_seq_bits)  # issue number of the next slot armed (never reset)
+        slot_issue = Signal(p.read_seq_bits)  # ... and of the pending scale read's slot
         scale_len = Signal(range(p.scale_bytes_per_slot + 1))
         left = Signal(34)
         m.d.comb += left.eq(msg.bytes - done_bytes)
@@ -114,13 +123,14 @@ class ReadIssuer(wiring.Component):
                     m.next = "SLOT"
             with m.State("SLOT"):
                 m.d.comb += self.busy.eq(1)
-                go = self.alloc.valid & self.job.ready & room
+                go = self.alloc.valid & self.job.ready & room & ~self.flush
                 m.d.comb += [
                     self.alloc.ready.eq(go),
                     self.arm.valid.eq(go),
                     self.arm.payload.slot.eq(self.alloc.payload),
                     self.arm.payload.mask.eq(msg.mask),
                     self.arm.payload.scales.eq(int8),
+                    self.arm.payload.seq.eq(issue),
                     self.job.valid.eq(go),
                     self.job.payload.slot.eq(self.alloc.payload),
                     self.job.payload.seq.eq(seq),
@@ -129,7 +139,7 @@ class ReadIssuer(wiring.Component):
                     push.eq(go),
                     hdr.addr.eq(msg.src_addr + done_bytes),
                     hdr.length.eq(chunk),
-                    hdr.tag.eq(Cat(Const(TAG_DATA, 1), self.alloc.payload)),
+                    hdr.tag.eq(Cat(Const(TAG_DATA, 1), self.alloc.payload, issue)),
                 ]
                 with m.If(~self.alloc.valid):
                     m.d.sync += self.stall_slot.eq(self.stall_slot + 1)
@@ -137,20 +147,23 @@ class ReadIssuer(wiring.Component):
                     m.d.sync += self.stall_req.eq(self.stall_req + 1)
                 with m.If(go):
                     m.d.sync += [slot.eq(self.alloc.payload), seq.eq(seq + 1),
-                                 done_bytes.eq(done_bytes + chunk)]
+                                 done_bytes.eq(done_bytes + chunk), issue.eq(issue + 1),
+                                 slot_issue.eq(issue)]
                     with m.If(int8):
                         # Scales of this slot: 2 bytes per 64-element block.
                         m.d.sync += scale_len.eq(chunk // (BLOCK_ELEMENTS // 2))
                         m.next = "SCALE"
                     with m.Elif(is_last):
                         m.next = "IDLE"
+                with m.If(self.flush):
+                    m.next = "IDLE"
             with m.State("SCALE"):
                 m.d.comb += [
                     self.busy.eq(1),
-                    push.eq(room),
+                    push.eq(room & ~self.flush),
                     hdr.addr.eq(msg.src_scale_addr + (seq - 1) * p.scale_bytes_per_slot),
                     hdr.length.eq(scale_len),
-                    hdr.tag.eq(Cat(Const(TAG_SCALE, 1), slot)),
+                    hdr.tag.eq(Cat(Const(TAG_SCALE, 1), slot, slot_issue)),
                 ]
                 with m.If(~room):
                     m.d.sync += self.stall_req.eq(self.stall_req + 1)
@@ -159,4 +172,6 @@ class ReadIssuer(wiring.Component):
                         m.next = "IDLE"
                     with m.Else():
                         m.next = "SLOT"
+                with m.If(self.flush):
+                    m.next = "IDLE"
         return m

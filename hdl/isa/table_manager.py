@@ -29,6 +29,9 @@ class TableManager(wiring.Component):
         Pulse: the oldest reserved slot has been read out to the datapath.
     end : In(1)
         With ``release``: that slot was the last of its message (frees a partial wave).
+    flush : In(1)
+        The wave controller is aborting a collective: every slot is free again and allocation
+        restarts at slot 0 (``waves_done`` keeps counting).
     free : Out(range(slots + 1))
     waves_done : Out(32)
         Waves freed so far (a performance counter).
@@ -42,6 +45,7 @@ class TableManager(wiring.Component):
             "alloc":      Out(stream.Signature(params.slot_bits)),
             "release":    In(1),
             "end":        In(1),
+            "flush":      In(1),
             "free":       Out(range(params.slots + 1), init=params.slots),
             "waves_done": Out(32),
         })
@@ -65,4 +69,7 @@ class TableManager(wiring.Component):
         m.d.sync += self.free.eq(self.free + freed - taken)
         with m.If(taken):
             m.d.sync += ptr.eq(Mux(ptr == p.slots - 1, 0, ptr + 1))
+        with m.If(self.flush):
+            # Last, so it wins over the updates above.
+            m.d.sync += [self.free.eq(p.slots), ptr.eq(0), in_wave.eq(0)]
         return m

@@ -28,10 +28,12 @@ def counters_layout():
         "stall_data",         # feeder waiting for read data
         "stall_tx",           # write-back waiting for send-queue room
         "stall_wresp",        # waiting for write responses before the flags (ACKED mode)
-        "unknown_tags",       # read responses dropped: unknown or duplicate tag
+        "unknown_tags",       # read responses dropped: unknown, duplicate or late tag
         "bad_arrivals",       # arrivals at a sync resource that does not exist
         "dup_arrivals",       # a port arrived twice in one generation
         "bad_requests",       # requests to the ISA it does not serve
+        "unknown_wresps",     # write responses dropped: unknown, duplicate or late tag
+        "timeouts",           # collectives ended by the response watchdog
     )})
 
 
@@ -54,6 +56,18 @@ class WaveController(wiring.Component):
     4. write the completion flag ``{generation, status}`` to every participant; in ``ORDERED`` mode
        the flag follows the data at once, and is rewritten with ``ERROR`` if a write then fails;
     5. wait until every write is acknowledged, and go on to the next descriptor.
+
+    Watchdog (``params.timeout`` cycles; 0 disables it): in steps 3-5, ``progress`` (a read or
+    write response accepted, pulsed by the wave table and the write-back), a slot reduced
+    (``slot_done``) or a flag taken restarts it. When it expires the collective is **aborted**:
+    ``flush`` is held while the read issuer stops, the write-back completes the packet it has
+    started (no packet is truncated) and frees its write tags, and the wave table disarms every
+    slot; with the output at a packet boundary, ``flush`` is held one more cycle, in which the
+    table manager frees every slot and the feeder, the job queues and the datapath are emptied.
+    The collective then writes ``TIMEOUT`` flags and waits for their acknowledgements as in step
+    5; if the watchdog expires again there, the descriptor ends without more flags. Responses of
+    the aborted collective that arrive later no longer match any tag and are dropped (their tags
+    carry issue numbers, see :class:`WaveTable` and :class:`WriteBack`).
 
     A bad descriptor still waits for its barrier when its sync resource and participant set allow
     one (so its arrivals are consumed and the next generation starts clean), then ends with
@@ -91,6 +105,9 @@ class WaveController(wiring.Component):
             "outstanding":  In(1),
             "flag":         Out(stream.Signature(flag_request_layout(params))),
             "clear_error":  Out(1),
+            "progress":     In(1),         # a read or write response was accepted
+            "issuer_busy":  In(1),
+            "flush":        Out(1),        # abort: empty the datapath blocks
             "read_error":   In(1),
             "write_error":  In(1),
             "dp_status":    In(2),
@@ -100,6 +117,7 @@ class WaveController(wiring.Component):
             "collectives":     Out(32),
             "bad_descriptors": Out(32),
             "stall_wresp":     Out(32),
+            "timeouts":        Out(32),
         })
 
     def elaborate(self, platform):
@@ -119,6 +137,40 @@ class WaveController(wiring.Component):
         flagged_error = Signal()
         failed_once = Signal(p.descriptors)   # descriptors with no possible barrier, failed since restart
         next_pc = Mux(pc + 1 >= self.length, 0, pc + 1)
+        timed_out = Signal()          # the watchdog has aborted this descriptor
+        timed_out_again = Signal()    # ... and has just expired a second time
+
+        # Watchdog: cycles without progress in a watched state.
+        watch = Signal()
+        # A flag taken restarts the count too, but is left out of `fire`: the flag's valid
+        # depends on `fire` (a state the watchdog leaves sends nothing), so it cannot be an input.
+        moved = self.progress | self.slot_done
+        fire = Signal() if p.timeout else Const(0)
+        if p.timeout:
+            quiet = Signal(range(p.timeout))
+            with m.If(~watch | moved | (self.flag.valid & self.flag.ready)):
+                m.d.sync += quiet.eq(0)
+            with m.Elif(quiet != p.timeout - 1):
+                m.d.sync += quiet.eq(quiet + 1)
+            m.d.comb += fire.eq(watch & ~moved & (quiet == p.timeout - 1))
+
+        def complete():
+            # The next descriptor of this resource's group gets the turn.
+            m.d.comb += self.advance.eq(self.turn)
+            m.d.sync += [self.collectives.eq(self.collectives + 1), pc.eq(next_pc)]
+            m.next = "FETCH"
+
+        def watched(body):
+            """A state the watchdog guards: ``body`` runs unless the watchdog fires this cycle."""
+            m.d.comb += watch.eq(1)
+            with m.If(fire):
+                m.d.sync += [timed_out.eq(1), timed_out_again.eq(timed_out),
+                             status.eq(status | FlagStatus.TIMEOUT.value)]
+                with m.If(~timed_out):
+                    m.d.sync += self.timeouts.eq(self.timeouts + 1)
+                m.next = "ABORT"
+            with m.Else():
+                body()
 
         m.d.comb += [self.read_addr.eq(pc), self.query_sync.eq(d.sync), self.query_mask.eq(mask)]
 
@@ -177,7 +229,7 @@ class WaveController(wiring.Component):
             with m.State("DECODE"):
                 m.d.sync += [
                     d.eq(desc), mask.eq(d_mask), bad.eq(~desc_ok),
-                    barrier_ok.eq(sync_ok & (d_mask != 0)), status.eq(0),
+                    barrier_ok.eq(sync_ok & (d_mask != 0)), status.eq(0), timed_out.eq(0),
                 ]
                 with m.If(self.restart):
                     m.d.sync += [pc.eq(0), failed_once.eq(0)]
@@ -230,35 +282,57 @@ class WaveController(wiring.Component):
                     m.d.sync += self.barrier_cycles.eq(self.barrier_cycles + 1)
             with m.State("RUN"):
                 m.d.comb += self.running.eq(1)
-                with m.If(self.slot_done):
-                    m.d.sync += slots_left.eq(slots_left - 1)
-                    with m.If(slots_left == 1):
-                        m.next = "ACKS"
+
+                def run():
+                    with m.If(self.slot_done):
+                        m.d.sync += slots_left.eq(slots_left - 1)
+                        with m.If(slots_left == 1):
+                            m.next = "ACKS"
+                watched(run)
             with m.State("ACKS"):
                 m.d.comb += self.running.eq(1)
-                with m.If(d.flag_mode == FlagMode.ORDERED):
-                    m.next = "FLAGS"
-                with m.Elif(~self.outstanding & ~self.wb_busy):
-                    m.next = "FLAGS"
-                with m.Else():
-                    m.d.sync += self.stall_wresp.eq(self.stall_wresp + 1)
-            with m.State("FLAGS"):
-                m.d.comb += self.running.eq(1)
-                send_flags(full_status)
-                with m.If(self.flag.ready):
-                    m.d.sync += flagged_error.eq(full_status[2])
-                    m.next = "FINISH"
-            with m.State("FINISH"):
-                m.d.comb += self.running.eq(1)
-                with m.If(~self.outstanding & ~self.wb_busy):
-                    with m.If(full_status[2] & ~flagged_error):
-                        # ORDERED mode: a write failed after the flag went out; say so.
+
+                def acks():
+                    with m.If(d.flag_mode == FlagMode.ORDERED):
+                        m.next = "FLAGS"
+                    with m.Elif(~self.outstanding & ~self.wb_busy):
                         m.next = "FLAGS"
                     with m.Else():
-                        # The next descriptor of this resource's group gets the turn.
-                        m.d.comb += self.advance.eq(self.turn)
-                        m.d.sync += [self.collectives.eq(self.collectives + 1), pc.eq(next_pc)]
-                        m.next = "FETCH"
+                        m.d.sync += self.stall_wresp.eq(self.stall_wresp + 1)
+                watched(acks)
+            with m.State("FLAGS"):
+                m.d.comb += self.running.eq(1)
+
+                def flags():
+                    send_flags(full_status)
+                    with m.If(self.flag.ready):
+                        m.d.sync += flagged_error.eq(full_status[2])
+                        m.next = "FINISH"
+                watched(flags)
+            with m.State("FINISH"):
+                m.d.comb += self.running.eq(1)
+
+                def finish():
+                    with m.If(~self.outstanding & ~self.wb_busy):
+                        with m.If(full_status[2] & ~flagged_error):
+                            # ORDERED mode: a write failed after the flag went out; say so.
+                            m.next = "FLAGS"
+                        with m.Else():
+                            complete()
+                watched(finish)
+            with m.State("ABORT"):
+                # Stop issuing, let the write-back finish its packet; nothing is truncated.
+                m.d.comb += [self.running.eq(1), self.flush.eq(1)]
+                with m.If(~self.wb_busy & ~self.issuer_busy):
+                    m.next = "ABORT_END"
+            with m.State("ABORT_END"):
+                # One more flush cycle with every producer quiet: the job queues, the feeder, the
+                # datapath and the table manager come out of it empty.
+                m.d.comb += [self.running.eq(1), self.flush.eq(1)]
+                with m.If(timed_out_again):
+                    complete()         # the TIMEOUT flags themselves went unanswered: give up
+                with m.Else():
+                    m.next = "FLAGS"
 
         with m.If(self.running):
             m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)

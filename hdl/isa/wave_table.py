@@ -1,6 +1,6 @@
 """WaveTable: every participant's wave table (block RAM) and the read responses that fill it."""
 
-from amaranth.hdl import Module, Signal, Array, Mux
+from amaranth.hdl import Module, Signal, Array, Mux, Cat, Const
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -16,13 +16,17 @@ __all__ = ["WaveTable", "arm_layout", "TAG_DATA", "TAG_SCALE", "read_tag"]
 TAG_DATA, TAG_SCALE = 0, 1
 
 
-def read_tag(slot, kind):
-    """The tag of the read request for ``slot``'s data or scale packet (also used by models)."""
-    return (slot << 1) | kind
+def read_tag(params, slot, kind, seq):
+    """The tag of the read request for ``slot``'s data or scale packet, issued as the slot's use
+    number ``seq`` (modulo ``2**read_seq_bits``): ``seq << (1 + slot_bits) | slot << 1 | kind``."""
+    seq &= (1 << params.read_seq_bits) - 1
+    return (seq << (1 + params.slot_bits)) | (slot << 1) | kind
 
 
 def arm_layout(params):
-    return data.StructLayout({"slot": params.slot_bits, "mask": params.fabric.ports, "scales": 1})
+    """Arming a slot: which ports' packets it expects, and the issue number its tags carry."""
+    return data.StructLayout({"slot": params.slot_bits, "mask": params.fabric.ports, "scales": 1,
+                              "seq": params.read_seq_bits})
 
 
 class WaveTable(wiring.Component):
@@ -68,6 +72,8 @@ class WaveTable(wiring.Component):
             "scales_done":   Out(f.ports),
             "resp_error":    Out(1),
             "clear_error":   In(1),
+            "flush":         In(1),
+            "progress":      Out(1),
             "unknown_tags":  Out(32),
         })
 
@@ -87,11 +93,13 @@ class WaveTable(wiring.Component):
         scale_done = per_slot("scale_done", 1)
         expect_data = per_slot("expect_data", 1)
         expect_scale = per_slot("expect_scale", 1)
+        slot_seq = Array(Signal(p.read_seq_bits, name=f"seq_s{s}") for s in range(slots))
 
         with m.If(self.clear_error):
             m.d.sync += self.resp_error.eq(0)
 
         unknown_terms = []
+        progress_terms = []
         for i in range(n):
             m.submodules[f"data{i}"] = dmem = Memory(shape=f.flit_width, depth=slots * sf, init=[])
             m.submodules[f"scale{i}"] = smem = Memory(shape=f.flit_width, depth=slots * ssf, init=[])
@@ -117,8 +125,12 @@ class WaveTable(wiring.Component):
             m.d.comb += hdr.eq(rx.payload.data[:hdr_layout.size])
             h_slot = hdr.tag[1:1 + p.slot_bits]
             h_kind = hdr.tag[0]
-            h_known = ((hdr.opcode == Opcode.READ_RESP) & (hdr.tag[1:] < slots)
-                       & Mux(h_kind, expect_scale[h_slot][i], expect_data[h_slot][i]))
+            h_seq = hdr.tag[1 + p.slot_bits:]
+            slot_ok = (h_slot < slots) if slots < (1 << p.slot_bits) else Const(1)
+            h_known = Signal(name=f"known{i}")
+            m.d.comb += h_known.eq((hdr.opcode == Opcode.READ_RESP) & slot_ok & ~self.flush
+                                   & (h_seq == slot_seq[h_slot])
+                                   & Mux(h_kind, expect_scale[h_slot][i], expect_data[h_slot][i]))
 
             def finish(s, k):
                 with m.If(k):
@@ -148,9 +160,14 @@ class WaveTable(wiring.Component):
                         m.d.sync += count[slot][i].eq(offset + 1)
                     with m.If(rx.payload.last):
                         finish(slot, kind)
+            with m.If(self.flush):
+                # Abort: drop the rest of the packet being received (framing goes on above).
+                m.d.sync += keep.eq(0)
             unknown_terms.append(rx.valid & ~in_body & ~h_known)
+            progress_terms.append(rx.valid & Mux(in_body, keep & ~self.flush, h_known))
 
         m.d.sync += self.unknown_tags.eq(self.unknown_tags + sum(unknown_terms))
+        m.d.comb += self.progress.eq(Cat(progress_terms).any())
 
         with m.If(self.arm.valid):
             s = self.arm.payload.slot
@@ -163,4 +180,10 @@ class WaveTable(wiring.Component):
                     expect_data[s][i].eq(want),
                     expect_scale[s][i].eq(want & self.arm.payload.scales),
                 ]
+            m.d.sync += slot_seq[s].eq(self.arm.payload.seq)
+        with m.If(self.flush):
+            # After the arming above, so a flush wins (the issuer does not arm while flushing).
+            for s in range(slots):
+                for i in range(n):
+                    m.d.sync += [expect_data[s][i].eq(0), expect_scale[s][i].eq(0)]
         return m

@@ -1,21 +1,25 @@
 """WriteBack: multicasts results and completion flags to every participant; tracks write responses."""
 
-from amaranth.hdl import Module, Signal, Mux, Cat, Const
+from amaranth.hdl import Module, Signal, Mux, Cat, Const, ResetInserter
 from amaranth.lib import wiring, stream, data, fifo
 from amaranth.lib.wiring import In, Out
 
 from ..packet import MsgClass, Opcode, Status
 from ..transport import packet_signature
 from .datapath.common import output_layout
-from .descriptor import IsaParams, flag_layout
+from .descriptor import IsaParams, flag_layout, WRITE_TAG_BITS
 from .dtype import DType, BLOCK_ELEMENTS
 from .read_issuer import job_layout, message_layout
 
 
-__all__ = ["WriteBack", "flag_request_layout", "FLAG_TAG"]
+__all__ = ["WriteBack", "flag_request_layout", "write_tag"]
 
-#: Tag of completion-flag writes (result writes carry their slot sequence number, masked).
-FLAG_TAG = 0
+
+def write_tag(params, seq):
+    """The tag of the ISA's ``seq``-th WRITE (counted from reset, results, scales and flags alike):
+    ``seq`` modulo ``2**tag_width``. Its low ``WRITE_TAG_BITS`` index the outstanding-write table,
+    the bits above tell a late response from the one that index waits for now."""
+    return seq & ((1 << params.fabric.tag_width) - 1)
 
 
 def flag_request_layout(params):
@@ -35,10 +39,23 @@ class WriteBack(wiring.Component):
     ``flag`` writes one 4-byte completion flag word to every port of its mask, behind whatever
     result data is already queued (same class, same order).
 
-    Every ``WRITE`` sent is counted per port, every ``WRITE_RESP`` received (``wresp``) likewise;
-    ``outstanding`` is high while any response is missing, and ``write_error`` (sticky, cleared by
-    ``clear_error``) records a response with a non-``OK`` status. ``status`` ORs the datapath's
-    flags since ``clear_error``. ``stall_tx`` counts cycles the output waits for queue room.
+    Write tags: every ``WRITE`` (result, scales or flag) takes the next number of a write sequence
+    counter as its tag (:func:`write_tag`). Its low ``WRITE_TAG_BITS`` bits index a table of
+    outstanding writes per port; a packet goes out only when that entry is free at every port of
+    its mask (so at most 32 writes per port are unacknowledged), and marks it outstanding. A
+    ``WRITE_RESP`` (``wresp``) is accepted when its port has that entry outstanding and its upper
+    tag bits are those of the entry's current write; it then frees the entry, pulses ``progress``
+    and, with a non-``OK`` status, sets ``write_error`` (sticky, cleared by ``clear_error``).
+    Anything else (another opcode, an unknown tag, a duplicate, a late response to a write whose
+    entry was freed by an abort) is dropped and counted in ``unknown_wresps``. ``outstanding`` is
+    high while any entry is outstanding. ``status`` ORs the datapath's flags since
+    ``clear_error``. ``stall_tx`` counts cycles the output waits for queue room or a free entry.
+
+    ``flush`` (held by the wave controller while it aborts a collective) frees every entry and
+    ends the packet being sent without truncating it: a result or scale packet whose header has
+    gone out is completed with zero flits (its ``last`` flit where its length says), one whose
+    header has not gone out is never started, a flag packet is completed. No job or flag is
+    taken while ``flush`` is high; ``busy`` falls once the output is at a packet boundary.
     """
 
     def __init__(self, params):
@@ -59,6 +76,9 @@ class WriteBack(wiring.Component):
             "write_error": Out(1),
             "status":      Out(2),
             "clear_error": In(1),
+            "flush":       In(1),
+            "progress":    Out(1),
+            "unknown_wresps": Out(32),
             "stall_tx":    Out(32),
         })
 
@@ -90,7 +110,17 @@ class WriteBack(wiring.Component):
                                         for name in ("length", "tag", "addr")}))
         body = Signal(f.flit_width)
         body_last = Signal()
-        sent = [Signal(32, name=f"sent{i}") for i in range(n)]
+
+        # Outstanding-write table: one bit per (port, tag index).
+        ntags = 1 << WRITE_TAG_BITS
+        wseq = Signal(f.tag_width)               # the next write's tag
+        widx = wseq[:WRITE_TAG_BITS]
+        pending = [Signal(ntags, name=f"pending{i}") for i in range(n)]
+        tag_free = Cat(Mux(mask[i], ~pending[i].bit_select(widx, 1), 1) for i in range(n)).all()
+        can_start = room & tag_free
+        start_pkt = Signal()                     # a header goes out this cycle
+        with m.If(start_pkt):
+            m.d.sync += wseq.eq(wseq + 1)
         for i, q in enumerate(queues):
             word = Signal(hdr_layout, name=f"hdr{i}")
             # The constant fields are set in the same process as the copied ones, so none becomes
@@ -102,11 +132,9 @@ class WriteBack(wiring.Component):
                 q.w_data.eq(Mux(is_header, f.header_flit(word, last=0), Cat(body, body_last))),
                 q.w_en.eq(push & mask[i]),
             ]
-            with m.If(push & mask[i] & is_header):
-                m.d.sync += sent[i].eq(sent[i] + 1)
 
         # Write responses.
-        recv = [Signal(32, name=f"recv{i}") for i in range(n)]
+        accepted, unknown = [], []
         for i in range(n):
             rx = self.wresp[i]
             rhdr = Signal(hdr_layout, name=f"wresp_hdr{i}")
@@ -114,11 +142,31 @@ class WriteBack(wiring.Component):
             m.d.comb += [rx.ready.eq(1), rhdr.eq(rx.payload.data[:hdr_layout.size])]
             with m.If(rx.valid):
                 m.d.sync += in_body.eq(~rx.payload.last)
-                with m.If(~in_body & (rhdr.opcode == Opcode.WRITE_RESP)):
-                    m.d.sync += recv[i].eq(recv[i] + 1)
-                    with m.If(rhdr.status != Status.OK):
-                        m.d.sync += self.write_error.eq(1)
-        m.d.comb += self.outstanding.eq(Cat(s != r for s, r in zip(sent, recv)).any())
+            r_idx = rhdr.tag[:WRITE_TAG_BITS]
+            r_hi = rhdr.tag[WRITE_TAG_BITS:]
+            # The upper tag bits of the write an entry holds: entries below the next index were
+            # last used in the current round of the sequence, the others in the round before.
+            want_hi = Signal(f.tag_width - WRITE_TAG_BITS, name=f"wresp_hi{i}")
+            m.d.comb += want_hi.eq(wseq[WRITE_TAG_BITS:] - (r_idx >= widx))
+            head = rx.valid & ~in_body
+            ok = Signal(name=f"wresp_ok{i}")
+            m.d.comb += ok.eq(head & (rhdr.opcode == Opcode.WRITE_RESP)
+                              & pending[i].bit_select(r_idx, 1) & (r_hi == want_hi) & ~self.flush)
+            accepted.append(ok)
+            unknown.append(head & ~ok)
+            with m.If(ok & (rhdr.status != Status.OK)):
+                m.d.sync += self.write_error.eq(1)
+            # Set the entry of a write going out, clear the entry of an accepted response (never
+            # the same entry: one is free, the other outstanding).
+            set_bit = Mux(start_pkt & mask[i], Const(1, ntags) << widx, 0)
+            clr_bit = Mux(ok, Const(1, ntags) << r_idx, 0)
+            with m.If(self.flush):
+                m.d.sync += pending[i].eq(0)
+            with m.Else():
+                m.d.sync += pending[i].eq((pending[i] | set_bit) & ~clr_bit)
+        m.d.comb += [self.outstanding.eq(Cat(pending).any()),
+                     self.progress.eq(Cat(accepted).any())]
+        m.d.sync += self.unknown_wresps.eq(self.unknown_wresps + sum(unknown))
 
         with m.If(self.clear_error):
             m.d.sync += [self.write_error.eq(0), self.status.eq(0)]
@@ -126,8 +174,9 @@ class WriteBack(wiring.Component):
             m.d.sync += self.status.eq(self.status | self.dp.payload.status)
 
         # INT8 output scales: collected a flit at a time while the data goes out, sent after it.
-        m.submodules.scale_queue = squeue = fifo.SyncFIFOBuffered(
-            width=f.flit_width, depth=max(2, p.scale_flits_per_slot))
+        squeue = fifo.SyncFIFOBuffered(width=f.flit_width, depth=max(2, p.scale_flits_per_slot))
+        # Internal, so an abort may simply empty it.
+        m.submodules.scale_queue = ResetInserter(self.flush)(squeue)
         acc = Signal(f.flit_width)
         pos = Signal(range(scales_per_flit))
         bflit = Signal(range(block_flits))
@@ -140,7 +189,7 @@ class WriteBack(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
-                with m.If(self.job.valid):
+                with m.If(self.job.valid & ~self.flush):
                     m.d.comb += self.job.ready.eq(1)
                     m.d.sync += [
                         job.eq(self.job.payload), mask.eq(msg.mask),
@@ -149,68 +198,96 @@ class WriteBack(wiring.Component):
                         bflit.eq(0), pos.eq(0), acc.eq(0),
                     ]
                     m.next = "HEADER"
-                with m.Elif(self.flag.valid):
+                with m.Elif(self.flag.valid & ~self.flush):
                     m.d.comb += self.flag.ready.eq(1)
                     m.d.sync += [flag.eq(self.flag.payload), mask.eq(self.flag.payload.mask)]
                     m.next = "FLAG_HEADER"
             with m.State("HEADER"):
                 m.d.comb += [
-                    self.busy.eq(1), is_header.eq(1), push.eq(room),
-                    hdr.addr.eq(msg.dst_addr + job.seq * f.max_payload),
-                    hdr.length.eq(job.bytes), hdr.tag.eq(job.seq + 1),
+                    self.busy.eq(1), is_header.eq(1), push.eq(can_start & ~self.flush),
+                    start_pkt.eq(can_start & ~self.flush),
+                    hdr.addr.eq(msg.dst_addr + job.seq * f.max_payload), hdr.length.eq(job.bytes),
+                    # Set here with the other fields, not in a process of its own: a lone
+                    # `always @*` reading a register that has not changed yet never runs on Icarus.
+                    hdr.tag.eq(wseq),
                 ]
-                with m.If(room):
+                with m.If(self.flush):
+                    m.next = "IDLE"            # not started: never sent
+                with m.Elif(can_start):
                     m.next = "DATA"
-            with m.State("DATA"):
-                m.d.comb += [
-                    self.busy.eq(1), self.dp.ready.eq(room), push.eq(self.dp.valid & room),
-                    body.eq(self.dp.payload.data), body_last.eq(left == 1),
-                ]
-                with m.If(self.dp.valid & ~room):
+                with m.Else():
                     m.d.sync += self.stall_tx.eq(self.stall_tx + 1)
-                with m.If(self.dp.valid & room):
-                    m.d.sync += left.eq(left - 1)
-                    # Take each block's scale on its first flit.
-                    with m.If(int8 & (bflit == 0)):
-                        new_acc = Signal(f.flit_width)
-                        m.d.comb += new_acc.eq(acc)
-                        m.d.comb += new_acc.word_select(pos, 16).eq(self.dp.payload.scale)
-                        flush = (pos == scales_per_flit - 1) | (blocks_left == 1)
-                        m.d.comb += [squeue.w_data.eq(new_acc), squeue.w_en.eq(flush)]
-                        m.d.sync += [acc.eq(Mux(flush, 0, new_acc)), pos.eq(Mux(flush, 0, pos + 1)),
-                                     blocks_left.eq(blocks_left - 1)]
-                    m.d.sync += bflit.eq(Mux(bflit == block_flits - 1, 0, bflit + 1))
-                    with m.If(left == 1):
-                        with m.If(int8):
-                            m.d.sync += scale_flits.eq(
-                                (job.bytes // BLOCK_ELEMENTS * 2 + fb - 1) // fb)
-                            m.next = "SCALE_HEADER"
-                        with m.Else():
+            with m.State("DATA"):
+                with m.If(self.flush):
+                    # Complete the packet with zero flits: its header is out, and a packet is
+                    # never truncated.
+                    m.d.comb += [self.busy.eq(1), push.eq(room), body.eq(0), body_last.eq(left == 1)]
+                    with m.If(room):
+                        m.d.sync += left.eq(left - 1)
+                        with m.If(left == 1):
                             m.next = "IDLE"
+                with m.Else():
+                    m.d.comb += [
+                        self.busy.eq(1), self.dp.ready.eq(room), push.eq(self.dp.valid & room),
+                        body.eq(self.dp.payload.data), body_last.eq(left == 1),
+                    ]
+                    with m.If(self.dp.valid & ~room):
+                        m.d.sync += self.stall_tx.eq(self.stall_tx + 1)
+                    with m.If(self.dp.valid & room):
+                        m.d.sync += left.eq(left - 1)
+                        # Take each block's scale on its first flit.
+                        with m.If(int8 & (bflit == 0)):
+                            new_acc = Signal(f.flit_width)
+                            m.d.comb += new_acc.eq(acc)
+                            m.d.comb += new_acc.word_select(pos, 16).eq(self.dp.payload.scale)
+                            flush = (pos == scales_per_flit - 1) | (blocks_left == 1)
+                            m.d.comb += [squeue.w_data.eq(new_acc), squeue.w_en.eq(flush)]
+                            m.d.sync += [acc.eq(Mux(flush, 0, new_acc)), pos.eq(Mux(flush, 0, pos + 1)),
+                                         blocks_left.eq(blocks_left - 1)]
+                        m.d.sync += bflit.eq(Mux(bflit == block_flits - 1, 0, bflit + 1))
+                        with m.If(left == 1):
+                            with m.If(int8):
+                                m.d.sync += scale_flits.eq(
+                                    (job.bytes // BLOCK_ELEMENTS * 2 + fb - 1) // fb)
+                                m.next = "SCALE_HEADER"
+                            with m.Else():
+                                m.next = "IDLE"
             with m.State("SCALE_HEADER"):
                 m.d.comb += [
-                    self.busy.eq(1), is_header.eq(1), push.eq(room),
+                    self.busy.eq(1), is_header.eq(1), push.eq(can_start & ~self.flush),
+                    start_pkt.eq(can_start & ~self.flush),
                     hdr.addr.eq(msg.dst_scale_addr + job.seq * p.scale_bytes_per_slot),
-                    hdr.length.eq(job.bytes // BLOCK_ELEMENTS * 2), hdr.tag.eq(job.seq + 1),
+                    hdr.length.eq(job.bytes // BLOCK_ELEMENTS * 2), hdr.tag.eq(wseq),
                 ]
-                with m.If(room):
+                with m.If(self.flush):
+                    m.next = "IDLE"
+                with m.Elif(can_start):
                     m.next = "SCALE_DATA"
+                with m.Else():
+                    m.d.sync += self.stall_tx.eq(self.stall_tx + 1)
             with m.State("SCALE_DATA"):
+                # On an abort the scales may never have been collected: zero flits instead.
+                go = Mux(self.flush, room, squeue.r_rdy & room)
                 m.d.comb += [
-                    self.busy.eq(1), push.eq(squeue.r_rdy & room), squeue.r_en.eq(squeue.r_rdy & room),
-                    body.eq(squeue.r_data), body_last.eq(scale_flits == 1),
+                    self.busy.eq(1), push.eq(go), squeue.r_en.eq(go & ~self.flush),
+                    body.eq(Mux(self.flush, 0, squeue.r_data)), body_last.eq(scale_flits == 1),
                 ]
-                with m.If(squeue.r_rdy & room):
+                with m.If(go):
                     m.d.sync += scale_flits.eq(scale_flits - 1)
                     with m.If(scale_flits == 1):
                         m.next = "IDLE"
             with m.State("FLAG_HEADER"):
                 m.d.comb += [
-                    self.busy.eq(1), is_header.eq(1), push.eq(room),
-                    hdr.addr.eq(flag.addr), hdr.length.eq(4), hdr.tag.eq(FLAG_TAG),
+                    self.busy.eq(1), is_header.eq(1), push.eq(can_start & ~self.flush),
+                    start_pkt.eq(can_start & ~self.flush),
+                    hdr.addr.eq(flag.addr), hdr.length.eq(4), hdr.tag.eq(wseq),
                 ]
-                with m.If(room):
+                with m.If(self.flush):
+                    m.next = "IDLE"
+                with m.Elif(can_start):
                     m.next = "FLAG_DATA"
+                with m.Else():
+                    m.d.sync += self.stall_tx.eq(self.stall_tx + 1)
             with m.State("FLAG_DATA"):
                 m.d.comb += [
                     self.busy.eq(1), push.eq(room),

@@ -1,0 +1,407 @@
+"""Faults at endpoints (issue 7, item 2): AXI errors, the response watchdog, duplicate and unknown
+responses. Every outcome named here is a row of docs/RELIABILITY.md.
+
+ISA-level tests drive the ISA alone against the Python endpoint models of ``tb/isa_model.py``
+(random latency, out-of-order responses, idle cycles and backpressure on every stream), which inject
+the faults per request. They share the ISA build of ``tb/test_isa.py`` (watchdog of
+``TEST_TIMEOUT`` cycles). Each test runs a program of descriptors, one step per descriptor, each on
+its own sync resource and flag word; a step ends when the ISA's ``collectives`` counter says the
+descriptor is complete (flags written and acknowledged, rewrites included), and its flags and
+results are then checked: bit for bit against ``scin.sim.numerics`` for every good step. Counters
+are checked exactly at the end.
+
+The system-level test runs the whole switch + ISA + endpoints, where one endpoint's memory is half
+the size of the others': a symmetric buffer that fits the others runs off its end, and its
+``AxiMemory`` answers ``DECERR``, which reaches the ISA through the real AXI bridge.
+"""
+
+import cocotb
+import numpy as np
+import pytest
+from cocotb.triggers import RisingEdge, ClockCycles
+
+from scin.hdl.isa.descriptor import IsaParams, Op, FlagMode, FlagStatus, descriptor_layout
+from scin.hdl.isa.dtype import DType
+from scin.hdl.isa.instruction_buffer import load_layout
+from scin.hdl.isa.isa import Isa
+from scin.hdl.isa.wave_controller import counters_layout
+from scin.hdl.packet import FabricParams, MsgClass, Status
+from scin.sim import numerics
+from scin.sim.runner import verilog_for, run_cocotb
+from scin.tb.common import (tb_config, tb_rng, start, StreamSource, StreamSink, random_pauses,
+                            read_int, cocotb_module)
+from scin.tb.isa_model import EndpointModel, pack_descriptor
+from scin.tb.test_isa import (isa_params, make_inputs, load_program, counters, TEST_TIMEOUT,
+                              SRC, DST, SSRC, SDST, FLAG, MEM)
+from scin.tb.traffic import split_packets
+
+ERROR, TIMEOUT = FlagStatus.ERROR.value, FlagStatus.TIMEOUT.value
+#: OVERFLOW | INVALID: data flags, meaningless in a failed collective's flag.
+DATA_FLAGS = FlagStatus.OVERFLOW.value | FlagStatus.INVALID.value
+SLOT = 4096
+
+
+def flag_addr(k):
+    return FLAG + 64 * k
+
+
+def golden(dtype, data, scales):
+    """(result bytes, result scale bytes or None, status) of the golden model."""
+    if dtype == "fp16":
+        out, _, status = numerics.allreduce_fp16(data)
+        return out.tobytes(), None, int(status)
+    if dtype == "bf16":
+        out, _, status = numerics.allreduce_bf16(data)
+        return out.tobytes(), None, int(status)
+    q, s, _, status = numerics.allreduce_int8(data, scales)
+    return q.tobytes(), s.tobytes(), int(status)
+
+
+async def run_steps(dut, steps):
+    """Run ``steps`` on the ISA, one descriptor each, and check every flag and good result.
+
+    Step ``k`` uses sync resource ``k % 8`` (so its flag's generation is ``k // 8 + 1``).
+    A step is a dict: ``dtype``, ``elements``, ``flag_mode``; ``faults(eps)`` injects faults before
+    the arrivals, ``during(eps)`` (optional, a coroutine function) runs while the step does;
+    ``want`` is ``"ok"`` (bit-exact result, golden status), ``"error"`` or ``"timeout"`` (that
+    status bit in every flag, no other but data flags). Returns the endpoint models."""
+    params = isa_params(tb_config())
+    ports = params.fabric.ports
+    rng = tb_rng(dut)
+    eps = [EndpointModel(dut, params.fabric, i, MEM, rng, pauses=lambda: random_pauses(rng, 0.2))
+           for i in range(ports)]
+    loader = StreamSource(dut, "load")
+    await start(dut)
+    everyone = (1 << ports) - 1
+    descs = []
+    for k, st in enumerate(steps):
+        descs.append(dict(op=Op.ALLREDUCE, dtype=DType[st["dtype"].upper()],
+                          flag_mode=FlagMode[st["flag_mode"]], sync=k % params.sync_resources,
+                          participants=everyone,
+                          elements=st["elements"], src_addr=SRC, dst_addr=DST,
+                          src_scale_addr=SSRC, dst_scale_addr=SDST, flag_addr=flag_addr(k)))
+    load_program(loader, params, descs)
+    await loader.wait_idle()
+
+    for k, st in enumerate(steps):
+        data, scales = make_inputs(rng, st["dtype"], ports, st["elements"])
+        for i in range(ports):
+            eps[i].mem[SRC:SRC + data[i].nbytes] = data[i].tobytes()
+            if scales is not None:
+                eps[i].mem[SSRC:SSRC + scales[i].nbytes] = scales[i].tobytes()
+            # Stale results must not pass for new ones.
+            eps[i].mem[DST:DST + 2 * st["elements"]] = bytes([0xA5]) * (2 * st["elements"])
+        st.get("faults", lambda eps: None)(eps)
+        for ep in eps:
+            ep.arrive(k % params.sync_resources)
+        if "during" in st:
+            cocotb.start_soon(st["during"](eps))
+        # Bounded: a collective that hangs fails here instead of stalling the run.
+        budget = 3 * TEST_TIMEOUT + 20_000
+        for cycle in range(0, budget, 4):
+            if counters(dut)["collectives"] == k + 1:
+                break
+            await ClockCycles(dut.clk, 4)
+        else:
+            raise AssertionError(f"step {k} ({st['want']}) did not complete in {budget} cycles: "
+                                 f"flags {[hex(ep.flag(flag_addr(k))) for ep in eps]}; {counters(dut)}")
+        flags = [ep.flag(flag_addr(k)) for ep in eps]
+        generation = k // params.sync_resources + 1
+        assert all(f & 0xFFFF == generation for f in flags), f"step {k}: flags {list(map(hex, flags))}"
+        status = [f >> 16 for f in flags]
+        if st["want"] == "ok":
+            want, want_scales, want_status = golden(st["dtype"], data, scales)
+            for i, ep in enumerate(eps):
+                got = bytes(ep.mem[DST:DST + len(want)])
+                if got != want:
+                    a, b = np.frombuffer(got, np.uint8), np.frombuffer(want, np.uint8)
+                    bad = np.flatnonzero(a != b)
+                    raise AssertionError(f"step {k} port {i}: {len(bad)} result bytes differ, "
+                                         f"first at byte {bad[0]}")
+                if want_scales is not None:
+                    assert bytes(ep.mem[SDST:SDST + len(want_scales)]) == want_scales, \
+                        f"step {k} port {i}: output scales differ"
+            assert status == [want_status & 3] * ports, f"step {k}: statuses {status}"
+        else:
+            bit = {"error": ERROR, "timeout": TIMEOUT}[st["want"]]
+            assert all(s & ~DATA_FLAGS == bit for s in status), \
+                f"step {k}: statuses {list(map(hex, status))}, want {bit:#x} in every flag"
+        dut._log.info("step %d (%s, %s %s): %d cycles, flags %s; counters %s", k, st["want"],
+                      st["flag_mode"], st["dtype"], cycle, list(map(hex, flags)), counters(dut))
+    # Nothing was truncated: every stream the models received ends on a complete packet (and
+    # every WRITE's payload matched its length: the model asserts it on receipt).
+    await ClockCycles(dut.clk, 200)
+    for ep in eps:
+        for cls, sink in ep.from_isa.items():
+            if sink.items:
+                assert sink.items[-1] >> params.fabric.flit_width & 1, \
+                    f"port {ep.port}: {cls.name} stream ends inside a packet"
+    for ep in eps:
+        assert not ep.read_rules and not ep.write_rules, f"port {ep.port}: a fault was never injected"
+    return eps
+
+
+def at(addr):
+    return lambda h: h["addr"] == addr
+
+
+@cocotb.test()
+async def axi_error_flags(dut):
+    """An AXI error status on a read (header-only SLVERR as the bridge refuses, or DECERR with
+    zero data as a memory answers, on data or on INT8 scales) or on a write (result data or the
+    ORDERED flag rewrite case) ends the collective with ERROR in every flag; the next collective
+    is bit-exact. Both flag modes."""
+    steps = [
+        dict(want="error", dtype="fp16", elements=4096, flag_mode="ACKED",
+             faults=lambda eps: eps[2].on_read(at(SRC + SLOT), status=Status.SLVERR, payload=False)),
+        dict(want="ok", dtype="fp16", elements=4096, flag_mode="ACKED"),
+        dict(want="error", dtype="fp16", elements=4096, flag_mode="ACKED",
+             faults=lambda eps: eps[1].on_write(at(DST), status=Status.DECERR)),
+        dict(want="ok", dtype="bf16", elements=4096, flag_mode="ACKED"),
+        dict(want="error", dtype="int8", elements=4096, flag_mode="ORDERED",
+             faults=lambda eps: eps[3].on_read(at(SSRC), status=Status.DECERR)),
+        dict(want="ok", dtype="int8", elements=4096, flag_mode="ORDERED"),
+        # ORDERED: the flag leaves right behind the data, before the write error is known, and
+        # is rewritten with ERROR once the response comes.
+        dict(want="error", dtype="fp16", elements=4096, flag_mode="ORDERED",
+             faults=lambda eps: eps[0].on_write(at(DST + SLOT), status=Status.SLVERR)),
+        dict(want="ok", dtype="fp16", elements=4096, flag_mode="ORDERED"),
+    ]
+    await run_steps(dut, steps)
+    c = counters(dut)
+    assert c["collectives"] == len(steps) and c["timeouts"] == 0, c
+    assert c["unknown_tags"] == 0 and c["unknown_wresps"] == 0 and c["bad_descriptors"] == 0, c
+
+
+def _late(port, addr_of_trigger, kind):
+    """A ``faults`` hook for the step after a timeout: when the new collective's request at
+    ``addr_of_trigger`` reaches ``port``, the held (late) response of the aborted collective goes
+    out first, and the genuine response waits 100 more cycles, so the stale response reaches an
+    entry the new collective has armed for that very port and slot."""
+    def faults(eps):
+        rule = eps[port].on_read if kind == "read" else eps[port].on_write
+        rule(at(addr_of_trigger), release=True, delay=100)
+    return faults
+
+
+@cocotb.test()
+async def watchdog(dut):
+    """A read or write response that never comes: the watchdog ends the collective with TIMEOUT
+    in every flag (ACKED and ORDERED, in the middle of a wave-regulated message, and when the
+    missing response is a flag's); the next collective is bit-exact even though the missing
+    response then arrives, late, exactly where the new collective expects its own."""
+    steps = [
+        dict(want="timeout", dtype="fp16", elements=4096, flag_mode="ACKED",
+             faults=lambda eps: eps[1].on_read(at(SRC + SLOT), hold=True)),
+        dict(want="ok", dtype="fp16", elements=4096, flag_mode="ACKED",
+             faults=_late(1, SRC + SLOT, "read")),
+        dict(want="timeout", dtype="fp16", elements=4096, flag_mode="ACKED",
+             faults=lambda eps: eps[2].on_write(at(DST + SLOT), hold=True)),
+        dict(want="ok", dtype="fp16", elements=4096, flag_mode="ACKED",
+             faults=_late(2, DST + SLOT, "write")),
+        dict(want="timeout", dtype="fp16", elements=2048, flag_mode="ORDERED",
+             faults=lambda eps: eps[3].on_write(at(flag_addr(4)), hold=True)),
+        dict(want="ok", dtype="fp16", elements=2048, flag_mode="ORDERED",
+             faults=lambda eps: eps[3].on_write(at(DST), release=True)),
+        # Five slots through a table of four in two waves: the missing response is the fourth
+        # slot's, with slots of the next wave already re-armed.
+        dict(want="timeout", dtype="fp16", elements=5 * 2048, flag_mode="ORDERED",
+             faults=lambda eps: eps[0].on_read(at(SRC + 3 * SLOT), hold=True)),
+        dict(want="ok", dtype="fp16", elements=5 * 2048, flag_mode="ORDERED",
+             faults=_late(0, SRC + 3 * SLOT, "read")),
+        # INT8: the second slot's block scales never come from port 2 (the slot's result packet
+        # has started); the next INT8 collective must start with a clean datapath.
+        dict(want="timeout", dtype="int8", elements=2 * 4096, flag_mode="ACKED",
+             faults=lambda eps: eps[2].on_read(at(SSRC + 128), hold=True)),
+        dict(want="ok", dtype="int8", elements=2 * 4096, flag_mode="ACKED",
+             faults=_late(2, SSRC + 128, "read")),
+    ]
+    await run_steps(dut, steps)
+    c = counters(dut)
+    assert c["collectives"] == len(steps), c
+    assert c["timeouts"] == 5, c
+    # Each late response is dropped and counted: the three held reads, and for writes the two held
+    # responses plus those of the result packets completed (zero-padded) by the aborts of steps 0,
+    # 6 and 8, one per port each: their tags were freed with the rest.
+    assert c["unknown_tags"] == 3, c
+    assert c["unknown_wresps"] == 2 + 3 * 4, c
+
+
+@cocotb.test()
+async def duplicates_and_unknown_tags(dut):
+    """Duplicate read and write responses, and responses with tags nobody issued, are dropped and
+    counted (exact counts) and the results are bit-exact; one duplicate read response arrives
+    after its slot has been re-armed by a later slot of the same message, where only its issue
+    number tells it apart."""
+    params = isa_params({})
+    slot_bits = params.slot_bits
+
+    def stray(eps):
+        # A read response for slot 1 (data) whose issue number is one nobody used yet, and a
+        # write response whose tag is far from any write sent.
+        eps[3].send_stray(MsgClass.RDATA, ((1 << params.read_seq_bits) - 1) << (1 + slot_bits) | 1 << 1)
+        eps[0].send_stray(MsgClass.WRESP, (1 << params.fabric.tag_width) - 1)
+
+    def step0(eps):
+        eps[1].on_read(at(SRC), dup=True)
+        eps[2].on_write(at(DST + SLOT), dup=True)
+        stray(eps)
+
+    def step1(eps):
+        # Slot 0's response is duplicated; the copy is sent when the fifth slot (which re-arms
+        # slot 0) is requested, and the fifth slot's own response is 100 cycles late.
+        eps[2].on_read(at(SRC), dup="hold")
+        eps[2].on_read(at(SRC + 4 * SLOT), release=True, delay=100)
+
+    steps = [
+        dict(want="ok", dtype="fp16", elements=4096, flag_mode="ACKED", faults=step0),
+        dict(want="ok", dtype="fp16", elements=5 * 2048, flag_mode="ORDERED", faults=step1),
+        dict(want="ok", dtype="int8", elements=4096, flag_mode="ORDERED",
+             faults=lambda eps: (eps[3].on_write(at(flag_addr(2)), dup=True),
+                                 eps[1].on_read(at(SSRC), dup=True))),
+    ]
+    await run_steps(dut, steps)
+    c = counters(dut)
+    assert c["collectives"] == len(steps) and c["timeouts"] == 0, c
+    assert c["unknown_tags"] == 4, c      # 3 duplicates + 1 unknown
+    assert c["unknown_wresps"] == 3, c    # 2 duplicates + 1 unknown
+
+
+ISA_TESTS = ["axi_error_flags", "watchdog", "duplicates_and_unknown_tags"]
+
+
+@pytest.mark.parametrize("testcase", ISA_TESTS)
+def test_isa_faults(sim, testcase):
+    params = isa_params({})
+    path = verilog_for(lambda: Isa(params), "isa", repr(params))
+    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
+               config={}, testcase=testcase)
+
+
+# --- System level --------------------------------------------------------------------------------
+
+SYS_MEM, SMALL_MEM, SMALL_EP = 64 << 10, 32 << 10, 3
+#: Byte addresses (symmetric): flags at the bottom; good buffers; a buffer that straddles the end
+#: of the small memory (its first slot fits, its second lies past the end).
+S_FLAG, S_SRC, S_DST, S_EDGE = 0x0000, 0x1000, 0x3000, SMALL_MEM - SLOT
+S_ELEMENTS = 4096   # 8 KiB of fp16: two slots
+
+
+def system_params():
+    from scin.hdl.system import SystemParams
+    sizes = tuple(SMALL_MEM if i == SMALL_EP else SYS_MEM for i in range(4))
+    return SystemParams(isa=IsaParams(fabric=FabricParams(ports=4), capacity=16384, waves=2),
+                        mem_size=SYS_MEM, mem_sizes=sizes)
+
+
+class Backdoor:
+    """One endpoint memory's stream backdoor: word writes (``load``) and reads (``dump``)."""
+
+    def __init__(self, dut, i, rng, fb):
+        self.fb = fb
+        self.load = StreamSource(dut, f"load__{i}", random_pauses(rng, 0.2))
+        self.req = StreamSource(dut, f"dump_req__{i}", random_pauses(rng, 0.2))
+        self.data = StreamSink(dut, f"dump_data__{i}", random_pauses(rng, 0.2))
+        self.addr_shift = len(getattr(dut, f"load__{i}__payload")) - 8 * fb
+
+    async def write(self, addr, raw):
+        raw = bytes(raw) + bytes(-len(raw) % self.fb)
+        words = [int.from_bytes(raw[k:k + self.fb], "little") for k in range(0, len(raw), self.fb)]
+        # load payload: {addr (word index), data}, address in the low bits.
+        self.load.send(*[(w << self.addr_shift) | (addr // self.fb + k) for k, w in enumerate(words)])
+        await self.load.wait_idle()
+
+    async def read(self, addr, length):
+        first, count = addr // self.fb, -(-(addr % self.fb + length) // self.fb)
+        self.data.items.clear()
+        self.req.send(*range(first, first + count))
+        await self.data.wait_for(count)
+        raw = b"".join(w.to_bytes(self.fb, "little") for w in self.data.items[:count])
+        return raw[addr % self.fb:addr % self.fb + length]
+
+
+@cocotb.test()
+async def system_decerr_flags(dut):
+    """Through switch, links, AXI bridges and memories: a read (input buffer) or a write (result
+    buffer) that runs off the end of endpoint 3's smaller memory is answered DECERR by its
+    AxiMemory; every participant's flag carries ERROR, in ACKED and ORDERED mode, and the good
+    All-Reduce that follows each is bit-exact at every endpoint."""
+    from scin.hdl.endpoint.accelerator import AccOp, command_layout
+    sp = system_params()
+    f = sp.fabric
+    n = f.ports
+    fb = f.flit_bytes
+    rng = tb_rng(dut)
+    for i in range(n):
+        getattr(dut, f"load__{i}__valid").value = 0
+    doors = [Backdoor(dut, i, rng, fb) for i in range(n)]
+    cmds = [StreamSource(dut, f"cmd__{i}") for i in range(n)]
+    events = [StreamSink(dut, f"events__{i}", random_pauses(rng, 0.2)) for i in range(n)]
+    isa_load = StreamSource(dut, "isa_load")
+    await start(dut)
+
+    steps = []
+    for mode in ("ACKED", "ORDERED"):
+        steps += [("error", mode, S_EDGE, S_DST), ("ok", mode, S_SRC, S_DST),
+                  ("error", mode, S_SRC, S_EDGE), ("ok", mode, S_SRC, S_DST)]
+    descs = [dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode[mode], sync=k,
+                  participants=(1 << n) - 1, elements=S_ELEMENTS, src_addr=src, dst_addr=dst,
+                  flag_addr=S_FLAG + 64 * k)
+                 for k, (_, mode, src, dst) in enumerate(steps)]
+    load_program(isa_load, sp.isa, descs)
+    await isa_load.wait_idle()
+    cl = command_layout(f)
+
+    def ctr():
+        value = read_int(dut.counters)
+        return {name: (value >> fl.offset) & 0xFFFFFFFF for name, fl in counters_layout()}
+
+    for k, (want, mode, src, dst) in enumerate(steps):
+        data, _ = make_inputs(rng, "fp16", n, S_ELEMENTS)
+        for i in range(n):
+            await doors[i].write(src, data[i].tobytes()[:max(0, sp.endpoint_mem_size(i) - src)])
+        for i in range(n):
+            cmds[i].send(pack_descriptor(cl, op=AccOp.ARRIVE, addr=k, length=1, tag=k))
+        for cycle in range(0, 200_000, 16):
+            if ctr()["collectives"] == k + 1:
+                break
+            await ClockCycles(dut.clk, 16)
+        else:
+            raise AssertionError(f"step {k} did not complete; counters {ctr()}")
+        flags = [int.from_bytes(await doors[i].read(S_FLAG + 64 * k, 4), "little") for i in range(n)]
+        assert all(fl & 0xFFFF == 1 for fl in flags), f"step {k}: flags {list(map(hex, flags))}"
+        status = [fl >> 16 for fl in flags]
+        if want == "ok":
+            out, _, st = numerics.allreduce_fp16(data)
+            for i in range(n):
+                got = await doors[i].read(dst, out.nbytes)
+                assert got == out.tobytes(), f"step {k}: endpoint {i}'s result differs"
+            assert status == [int(st) & 3] * n, f"step {k}: statuses {status}"
+        else:
+            assert all(s & ~DATA_FLAGS == ERROR for s in status), f"step {k}: statuses {status}"
+        dut._log.info("step %d (%s %s): flags %s after %d cycles", k, want, mode,
+                      list(map(hex, flags)), cycle)
+    c = ctr()
+    assert c["timeouts"] == 0 and c["unknown_tags"] == 0 and c["unknown_wresps"] == 0, c
+    # The errors were the memory's DECERR carried by the bridge, not requests it refused.
+    assert all(read_int(getattr(dut, f"rejected__{i}")) == 0 for i in range(n))
+    assert all(read_int(getattr(dut, f"errors__{i}")) == 0 for i in range(n))
+
+
+def test_system_faults(sim):
+    from scin.hdl.system import System
+    sp = system_params()
+    path = verilog_for(lambda: System(sp), "system", repr(sp))
+    run_cocotb(verilog_path=path, top="system", test_module=cocotb_module(__file__), sim=sim,
+               config={}, testcase="system_decerr_flags")
+
+
+def test_system_memory_sizes_are_checked():
+    from scin.hdl.system import SystemParams
+    sp = system_params()
+    assert [sp.endpoint_mem_size(i) for i in range(4)] == [SYS_MEM, SYS_MEM, SYS_MEM, SMALL_MEM]
+    assert SystemParams(mem_size=8192).endpoint_mem_size(2) == 8192
+    with pytest.raises(ValueError, match=r"mem_sizes must be empty or a tuple of 4 sizes"):
+        SystemParams(mem_sizes=(4096, 4096, 4096))
+    with pytest.raises(ValueError, match=r"mem_size must be a power of two of at least 4096 bytes, not 5000"):
+        SystemParams(mem_sizes=(4096, 4096, 4096, 5000))
