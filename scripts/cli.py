@@ -200,9 +200,11 @@ def build_parser():
     _fabric_args(p)
     p.set_defaults(func=cmd_synth)
 
-    p = sub.add_parser("lint", help="run verilator --lint-only -Wall on every block",
+    p = sub.add_parser("lint", help="verilator --lint-only -Wall and Yosys check -assert on every block",
                        description="Lint the generated Verilog of every block with the project's "
-                                   "Verilator; waivers are listed in docs/DEVELOPING.md.")
+                                   "Verilator (-Wall; waivers are listed in docs/DEVELOPING.md) and "
+                                   "Yosys (check -assert after proc). Exit status 1 if any block "
+                                   "fails either.")
     p.add_argument("--block", action="append", metavar="NAME", help="only this block (repeatable)")
     _fabric_args(p)
     p.set_defaults(func=cmd_lint)
