@@ -29,16 +29,11 @@ def counters(dut):
     return {name: (value >> f.offset) & 0xFFFFFFFF for name, f in counters_layout()}
 
 
-@cocotb.test()
-async def allreduce(dut):
-    plan = tb_config()
-    sp = plan_params(plan)
-    f = sp.fabric
-    n = f.ports
-    run_dir = Path(plan["run_dir"])
+async def start_system(dut, n):
+    """Start the system with the memory backdoor idle; return (commands, events, ISA load).
 
-    # The memories are loaded and dumped through files (see hdl/endpoint/sim_ram.v); the stream
-    # backdoor stays idle (driven, so Icarus does not see Z on it).
+    The memories are loaded and dumped through files (see hdl/endpoint/sim_ram.v); the stream
+    backdoor stays idle (driven, so Icarus does not see Z on it)."""
     for i in range(n):
         getattr(dut, f"load__{i}__valid").value = 0
         getattr(dut, f"dump_req__{i}__valid").value = 0
@@ -47,6 +42,17 @@ async def allreduce(dut):
     events = [StreamSink(dut, f"events__{i}") for i in range(n)]
     isa_load = StreamSource(dut, "isa_load")
     await start(dut)
+    return cmds, events, isa_load
+
+
+@cocotb.test()
+async def allreduce(dut):
+    plan = tb_config()
+    sp = plan_params(plan)
+    f = sp.fabric
+    n = f.ports
+    run_dir = Path(plan["run_dir"])
+    cmds, events, isa_load = await start_system(dut, n)
 
     # The program: one descriptor, replayed `replays` times.
     dl = descriptor_layout()

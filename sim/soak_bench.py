@@ -19,18 +19,14 @@ from cocotb.utils import get_sim_time
 from scin.hdl.endpoint.accelerator import AccOp, EventKind, command_layout, event_layout
 from scin.hdl.isa.descriptor import descriptor_layout
 from scin.hdl.isa.instruction_buffer import load_layout
-from scin.hdl.isa.wave_controller import counters_layout
-from scin.tb.common import tb_config, start, StreamSource, StreamSink, read_int, CLOCK_PERIOD_NS
+from scin.tb.common import tb_config, read_int, CLOCK_PERIOD_NS
 from scin.tb.isa_model import pack_descriptor, desc_fields
 
 from .allreduce import plan_params
+# Only these names: importing the module's test function here would run it in the soak too.
+from .allreduce_bench import counters, start_system
 
 STEP = 32
-
-
-def counters(dut):
-    value = read_int(dut.counters)
-    return {name: (value >> f.offset) & 0xFFFFFFFF for name, f in counters_layout()}
 
 
 @cocotb.test()
@@ -40,14 +36,7 @@ async def soak(dut):
     f = sp.fabric
     n = f.ports
     run_dir = Path(plan["run_dir"])
-    for i in range(n):
-        getattr(dut, f"load__{i}__valid").value = 0
-        getattr(dut, f"dump_req__{i}__valid").value = 0
-        getattr(dut, f"dump_data__{i}__ready").value = 0
-    cmds = [StreamSource(dut, f"cmd__{i}") for i in range(n)]
-    events = [StreamSink(dut, f"events__{i}") for i in range(n)]
-    isa_load = StreamSource(dut, "isa_load")
-    await start(dut)
+    cmds, events, isa_load = await start_system(dut, n)
 
     cl, el = command_layout(f), event_layout(f)
     dl, ll = descriptor_layout(), load_layout(sp.isa)
