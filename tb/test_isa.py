@@ -170,12 +170,9 @@ def test_isa_allreduce(sim, case):
                config=cfg, testcase="allreduce_matches_golden_model")
 
 
-@cocotb.test()
-async def bad_input_then_good(dut):
-    """Bad descriptors (unknown op, zero length, a participant outside the switch, a misaligned
-    address, a sync resource out of range, an oversized length) end with ERROR flags and the ISA
-    goes on; good descriptors on different sync resources run in between and after; a response
-    with an unknown tag is dropped and counted."""
+async def start_isa(dut):
+    """The ISA with an endpoint model on every port (random pauses on every stream) and a
+    descriptor loader, out of reset: ``(params, ports, rng, eps, loader)``."""
     params = isa_params(tb_config())
     ports = params.fabric.ports
     rng = tb_rng(dut)
@@ -183,6 +180,24 @@ async def bad_input_then_good(dut):
                          pauses=lambda: random_pauses(rng, 0.2)) for i in range(ports)]
     loader = StreamSource(dut, "load")
     await start(dut)
+    return params, ports, rng, eps, loader
+
+
+def run_case(sim, testcase):
+    """Run one of this file's cocotb tests on the shared ISA build."""
+    params = isa_params({})
+    path = verilog_for(lambda: Isa(params), "isa", repr(params))
+    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
+               config={}, testcase=testcase)
+
+
+@cocotb.test()
+async def bad_input_then_good(dut):
+    """Bad descriptors (unknown op, zero length, a participant outside the switch, a misaligned
+    address, a sync resource out of range, an oversized length) end with ERROR flags and the ISA
+    goes on; good descriptors on different sync resources run in between and after; a response
+    with an unknown tag is dropped and counted."""
+    params, ports, rng, eps, loader = await start_isa(dut)
     everyone = (1 << ports) - 1
     good = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ACKED, participants=everyone,
                 elements=2048, src_addr=SRC, dst_addr=DST)
@@ -248,13 +263,7 @@ async def groups_do_not_wait_for_each_other(dut):
     """Two groups on different sync resources share the ISA: group B (ports 2, 3) completes while
     group A (ports 0, 1) has not arrived (no head-of-line blocking by program order), and A's two
     descriptors on one resource still run in program order."""
-    params = isa_params(tb_config())
-    ports = params.fabric.ports
-    rng = tb_rng(dut)
-    eps = [EndpointModel(dut, params.fabric, i, MEM, rng,
-                         pauses=lambda: random_pauses(rng, 0.2)) for i in range(ports)]
-    loader = StreamSource(dut, "load")
-    await start(dut)
+    params, ports, rng, eps, loader = await start_isa(dut)
     base = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ORDERED, elements=2048)
     a1 = dict(base, participants=0b0011, sync=0, src_addr=SRC, dst_addr=DST, flag_addr=FLAG)
     b = dict(base, participants=0b1100, sync=1, src_addr=SRC, dst_addr=DST, flag_addr=FLAG + 64)
@@ -305,13 +314,7 @@ async def bad_arrivals_and_requests(dut):
     to the ISA (which serves none) is dropped and counted; a good All-Reduce then runs bit-exact."""
     from scin.tb.traffic import make_packet
     from scin.hdl.packet import Status
-    params = isa_params(tb_config())
-    ports = params.fabric.ports
-    rng = tb_rng(dut)
-    eps = [EndpointModel(dut, params.fabric, i, MEM, rng,
-                         pauses=lambda: random_pauses(rng, 0.2)) for i in range(ports)]
-    loader = StreamSource(dut, "load")
-    await start(dut)
+    params, ports, rng, eps, loader = await start_isa(dut)
     desc = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ACKED, sync=0,
                 participants=(1 << ports) - 1, elements=2048, src_addr=SRC, dst_addr=DST,
                 flag_addr=FLAG)
@@ -345,21 +348,12 @@ async def bad_arrivals_and_requests(dut):
 
 
 def test_isa_bad_arrivals_and_requests(sim):
-    params = isa_params({})
-    path = verilog_for(lambda: Isa(params), "isa", repr(params))
-    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
-               config={}, testcase="bad_arrivals_and_requests")
+    run_case(sim, "bad_arrivals_and_requests")
 
 
 def test_isa_groups(sim):
-    params = isa_params({})
-    path = verilog_for(lambda: Isa(params), "isa", repr(params))
-    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
-               config={}, testcase="groups_do_not_wait_for_each_other")
+    run_case(sim, "groups_do_not_wait_for_each_other")
 
 
 def test_isa_bad_input(sim):
-    params = isa_params({})
-    path = verilog_for(lambda: Isa(params), "isa", repr(params))
-    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
-               config={}, testcase="bad_input_then_good")
+    run_case(sim, "bad_input_then_good")
