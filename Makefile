@@ -25,7 +25,7 @@ demo: $(STAMP)
 	$(BIN)/scin allreduce --endpoints 4 --dtype fp16 --size 64KiB
 
 test: $(STAMP)
-	$(BIN)/pytest -n $(JOBS) -q
+	$(BIN)/pytest -n $(JOBS) -q --durations=25
 
 lint: $(STAMP)
 	$(BIN)/scin lint

