@@ -283,6 +283,19 @@ def _bf16_edges(n):
         "-Inf":                [0xFF80, 0x7F7F],
         "+Inf and -Inf":       [0x7F80, 0xFF80],
     }
+    # Distances 33-39 drop bits: a negative term is truncated towards zero (the hardware biases
+    # the significand before its arithmetic shift), with one or several such terms in a lane.
+    for k in range(1, 8):
+        e = (0x7F - 32 - k) << 7
+        for frac in (0x7F, 0x01, 0x40):
+            cases[f"d={32 + k} negative {frac:#x} truncates"] = [0x3F80, 0x8000 | e | frac]
+            cases[f"d={32 + k} two negatives {frac:#x}"] = [0xBF80, 0x8000 | e | frac, 0x8000 | e | 0x7F]
+            cases[f"d={32 + k} positive {frac:#x}"] = [0xBF81, e | frac, e | 0x3F]
+        # Where it shows after rounding: a tie (1 + 2**-7 + 2**-8, to even: up) at exponent
+        # E = 33 + k, and -2**-133 (a subnormal at distance 32 + k) that truncates to zero. Rounding
+        # it down instead would leave the sum just below the tie.
+        big = 33 + k
+        cases[f"tie, d={32 + k} subnormal truncates to 0"] = [(big << 7) | 1, (big - 8) << 7, 0x8001]
     cols = [(list(v) + [0] * n)[:n] for v in cases.values()]
     return np.array(cols, dtype=np.uint16).T, list(cases)
 

@@ -35,10 +35,13 @@ class BlockQuantizer(wiring.Component):
       input scale (``bad``), every ``q`` is 0, ``scale`` = 0x7E00 and ``status`` = INVALID. Every
       flit of a block carries the block's ``scale`` and ``status``.
 
-    Implementation: the flits enter a FIFO of ``block_flits + 4`` entries while a running
-    ``max |V|`` is kept; a block's ``M`` is pushed to a second FIFO when its last flit is written.
-    The head flit of an INT8 block leaves the FIFO once its block's ``M`` is known, so the block's
-    first flit waits for its last, and a stall anywhere is absorbed without losing a cycle.
+    Implementation: the flits enter a FIFO of ``block_flits + 10`` entries while a running
+    ``max |V|`` is kept. When a block's last flit is written, its ``M`` enters the scale pipeline
+    (``SCALE_STAGES`` stages: the long division and the scale's rounding), which pushes the finished
+    scale to a second FIFO. The head flit of an INT8 block leaves the data FIFO once its block's
+    scale is there, so the block's first flit waits for its last, the sums never ride along the
+    division, and a stall anywhere is absorbed without losing a cycle (the FIFO covers the scale
+    pipeline at full rate).
 
     Parameters
     ----------
@@ -51,17 +54,19 @@ class BlockQuantizer(wiring.Component):
     o : Out(stream.Signature(output_layout(flit_width)))
 
     Latency (no stalls): ``INPUT_STAGES`` + FIFO (2 cycles) + ``OUTPUT_STAGES`` cycles, plus, for
-    INT8, the time until the block's last flit has arrived.
+    INT8, the time until the block's scale is known: its last flit has arrived and gone through
+    the ``SCALE_STAGES`` of the scale pipeline.
     """
 
     INPUT_STAGES = 1
     FIFO_LATENCY = 2
-    OUTPUT_STAGES = 9
+    OUTPUT_STAGES = 3
+    SCALE_STAGES = 6
 
     def __init__(self, *, flit_width=256):
         check_params(2, flit_width)
         self.flit_width = flit_width
-        self.fifo_depth = block_flits(flit_width) + 4
+        self.fifo_depth = block_flits(flit_width) + 10
         super().__init__({
             "i": In(stream.Signature(sum_layout(flit_width))),
             "o": Out(stream.Signature(output_layout(flit_width))),
@@ -75,13 +80,15 @@ class BlockQuantizer(wiring.Component):
 
         entry = data.StructLayout({"s": sum_layout(w), "block_end": 1})
         m.submodules.fifo = dfifo = fifo.SyncFIFOBuffered(width=entry.size, depth=self.fifo_depth)
-        mentry = data.StructLayout({"m": _MAG_WIDTH, "bad": 1})
-        m.submodules.mfifo = mfifo = fifo.SyncFIFO(width=mentry.size, depth=self.fifo_depth + 1)
+        # Every scale in the scale pipeline or in sfifo belongs to a block whose last flit is
+        # still in the data FIFO, so sfifo (as deep as the data FIFO) never overflows.
+        sentry = data.StructLayout({"scale": 16, "ovf": 1, "bad": 1})
+        m.submodules.sfifo = sfifo = fifo.SyncFIFOBuffered(width=sentry.size, depth=self.fifo_depth)
 
         # ---- Input side: |V| per lane, max over the flit, running max over the block.
         en_a = Signal()
         a_valid = Signal()
-        can_write = dfifo.w_rdy & mfifo.w_rdy
+        can_write = dfifo.w_rdy
         m.d.comb += [en_a.eq(~a_valid | can_write), self.i.ready.eq(en_a)]
         with m.If(en_a):
             m.d.sync += a_valid.eq(self.i.valid)
@@ -113,14 +120,10 @@ class BlockQuantizer(wiring.Component):
         write = Signal()
         m.d.comb += write.eq(a_valid & can_write)
         w_entry = data.View(entry, dfifo.w_data)
-        m_entry = data.View(mentry, mfifo.w_data)
         m.d.comb += [
             dfifo.w_en.eq(write),
             w_entry.s.eq(a_s),
             w_entry.block_end.eq(block_end),
-            mfifo.w_en.eq(write & block_end),
-            m_entry.m.eq(new_m),
-            m_entry.bad.eq(new_bad),
         ]
         with m.If(write):
             with m.If(block_end | a_s.last):
@@ -128,28 +131,21 @@ class BlockQuantizer(wiring.Component):
             with m.Elif(a_int8):
                 m.d.sync += [idx.eq(idx + 1), acc_m.eq(new_m), acc_bad.eq(new_bad)]
 
-        # ---- Output side: one pipeline, every register loads on en_b.
-        en_b = Signal()
-        m.d.comb += en_b.eq(~self.o.valid | self.o.ready)
-        head = data.View(entry, dfifo.r_data)
-        mhead = data.View(mentry, mfifo.r_data)
-        head_int8 = head.s.dtype == DType.INT8
-        head_ok = dfifo.r_rdy & (~head_int8 | mfifo.r_rdy)
-        take = en_b & head_ok
-        m.d.comb += [dfifo.r_en.eq(take), mfifo.r_en.eq(take & head_int8 & head.block_end)]
+        # ---- Scale pipeline: a block's M, when its last flit is written, to its FP16 scale in
+        # sfifo. It never stalls (sfifo cannot overflow, see above), and it runs while the block's
+        # flits wait in the data FIFO, so the sums never ride through the division.
+        one = Const(1, 1)
 
-        def ride(values, stage):
-            return {k: register(m, en_b, v, f"{k}_s{stage}") for k, v in values.items()}
+        def ride(values, stage, en=one, tag="s"):
+            return {k: register(m, en, v, f"{k}_{tag}{stage}") for k, v in values.items()}
 
-        # s1..s4: 2M / 127 by long division, _DIV_CHUNK quotient bits per stage. The remainder
+        # c1..c4: 2M / 127 by long division, _DIV_CHUNK quotient bits per stage. The remainder
         # stays below 127, so each step is an 8-bit compare-and-subtract.
-        num = Cat(Const(0, 1), mhead.m)
+        num = Cat(Const(0, 1), new_m)
         nbits = len(num)
         rem = Const(0, 7)
         quo = Const(0, nbits)
-        info = {"valid": head_ok, "dtype": head.s.dtype, "last": head.s.last,
-                "sum": head.s.sum, "exp": head.s.exp, "nan": head.s.nan, "pinf": head.s.pinf,
-                "ninf": head.s.ninf, "bad": mhead.bad}
+        info = {"valid": write & block_end, "bad": new_bad}
         hi = nbits - 1
         stage = 1
         while hi >= 0:
@@ -161,21 +157,42 @@ class BlockQuantizer(wiring.Component):
                 rem = wire(m, Mux(ge, r2 - 127, r2)[:7], f"div_rem_{pos}")
                 bits[pos] = ge
             quo = Cat(*(bits.get(pos, quo[pos]) for pos in range(nbits)))
-            rem = register(m, en_b, rem, f"div_rem_s{stage}", shape=7)
-            quo = register(m, en_b, quo, f"div_quo_s{stage}", shape=nbits)
-            num = register(m, en_b, num, f"div_num_s{stage}", shape=nbits)
-            info = ride(info, stage)
+            rem = register(m, one, rem, f"div_rem_c{stage}", shape=7)
+            quo = register(m, one, quo, f"div_quo_c{stage}", shape=nbits)
+            if lo > 0:
+                num = register(m, one, num[:lo], f"div_num_c{stage}", shape=lo)
+                num = Cat(num, Const(0, nbits - lo))
+            info = ride(info, stage, tag="c")
             hi = lo - 1
             stage += 1
-        div_stages = stage - 1
         # t = 2 * floor(2M / 127) + sticky: rounding t * 2**-26 (two or more bits are always
         # dropped, see FloatRounder's c = 2) gives the correctly rounded M * 2**-24 / 127.
         t = Cat(rem.any(), quo)
-        scale_rnd = FloatRounder(m, en_b, t, Const(0, 1), Const(2, signed(4)), False, "scale")
-        info = ride(ride(info, stage), stage + 1)
-        stage += 2
-        s_sat = scale_rnd.overflow
-        s_bits = Mux(s_sat, _FP16_MAX, scale_rnd.bits)
+        scale_rnd = FloatRounder(m, one, t, Const(0, 1), Const(2, signed(4)), False, "scale")
+        info = ride(ride(info, stage, tag="c"), stage + 1, tag="c")
+        assert stage + 1 == self.SCALE_STAGES
+        s_entry = data.View(sentry, sfifo.w_data)
+        m.d.comb += [
+            sfifo.w_en.eq(info["valid"]),
+            s_entry.scale.eq(Mux(scale_rnd.overflow, _FP16_MAX, scale_rnd.bits)),
+            s_entry.ovf.eq(scale_rnd.overflow),
+            s_entry.bad.eq(info["bad"]),
+        ]
+
+        # ---- Output side: one pipeline, every register loads on en_b.
+        en_b = Signal()
+        m.d.comb += en_b.eq(~self.o.valid | self.o.ready)
+        head = data.View(entry, dfifo.r_data)
+        shead = data.View(sentry, sfifo.r_data)
+        head_int8 = head.s.dtype == DType.INT8
+        head_ok = dfifo.r_rdy & (~head_int8 | sfifo.r_rdy)
+        take = en_b & head_ok
+        m.d.comb += [dfifo.r_en.eq(take), sfifo.r_en.eq(take & head_int8 & head.block_end)]
+        info = {"valid": head_ok, "dtype": head.s.dtype, "last": head.s.last,
+                "sum": head.s.sum, "exp": head.s.exp, "nan": head.s.nan, "pinf": head.s.pinf,
+                "ninf": head.s.ninf, "bad": shead.bad}
+        s_bits, s_sat = shead.scale, shead.ovf
+        stage = 1
 
         # FP16/BF16 lanes: round from here (two stages, results in the same stage as Q2 below).
         rnd = []
@@ -198,9 +215,11 @@ class BlockQuantizer(wiring.Component):
             wq = Signal(len(twice), name=f"q1w_l{lane}")
             m.d.comb += wq.eq(twice >> d_sh)
             low = (twice & ~(Const((1 << len(twice)) - 1, len(twice)) << d_sh)[:len(twice)]).any()
-            q1[lane] = ride({"w": wq[:19], "low": low, "sat": wq >= (d_val << 8), "neg": v < 0}, stage)
-        blk = ride({"d": d_val, "scale": s_bits, "ovf": s_sat}, stage)
-        info = ride({k: info[k] for k in ("valid", "dtype", "last", "nan", "pinf", "ninf", "bad")}, stage)
+            q1[lane] = ride({"w": wq[:19], "low": low, "sat": wq >= (d_val << 8), "neg": v < 0},
+                            stage, en_b)
+        blk = ride({"d": d_val, "scale": s_bits, "ovf": s_sat}, stage, en_b)
+        info = ride({k: info[k] for k in ("valid", "dtype", "last", "nan", "pinf", "ninf", "bad")},
+                    stage, en_b)
         stage += 1
 
         # Q2, Q3: restoring division W / D, 4 quotient bits per stage.
@@ -216,9 +235,9 @@ class BlockQuantizer(wiring.Component):
         for lane in range(l8):
             r, qh = restore(q1[lane]["w"], blk["d"], 7, 4, lane)
             q2[lane] = ride({"r": r, "qh": qh, "low": q1[lane]["low"], "sat": q1[lane]["sat"],
-                             "neg": q1[lane]["neg"]}, stage)
-        blk = ride(blk, stage)
-        info = ride(info, stage)
+                             "neg": q1[lane]["neg"]}, stage, en_b)
+        blk = ride(blk, stage, en_b)
+        info = ride(info, stage, en_b)
         stage += 1
 
         q_out = []
@@ -255,7 +274,7 @@ class BlockQuantizer(wiring.Component):
             "scale": Mux(int8, Mux(info["bad"], _FP16_QNAN, blk["scale"]), 0),
             "status": Mux(int8, i_status, f_status),
         }
-        out = ride(out, stage)
+        out = ride(out, stage, en_b)
         assert stage == self.OUTPUT_STAGES, stage
         m.d.comb += self.o.valid.eq(out["valid"])
         for k in ("dtype", "last", "data", "scale", "status"):

@@ -6,6 +6,7 @@ Widths (N <= 8 participants, see ``docs/DATAPATH.md``):
   times 2**24 (``|X| < 2**40``), a BF16 significand aligned with 32 guard bits (``< 2**40``), or an
   INT8 product ``q * s * 2**24`` (``|q| <= 128``, ``s * 2**24 < 2**40``, so ``< 2**47``).
 * ``SUM_WIDTH`` = 52: the exact sum of up to 8 terms (``< 2**50``), signed.
+* ``PRE_WIDTH`` = 20: a term before its shift, ``q * sig(s)`` (``|.| <= 128 * 2047``) or ``+-sig``.
 """
 
 from amaranth.hdl import Const, Mux, Signal, signed, unsigned
@@ -15,7 +16,7 @@ from amaranth.utils import ceil_log2
 from ..dtype import BLOCK_ELEMENTS, DType
 
 
-__all__ = ["FLIT_WIDTHS", "TERM_WIDTH", "SUM_WIDTH", "check_params", "lanes16", "lanes8",
+__all__ = ["FLIT_WIDTHS", "TERM_WIDTH", "SUM_WIDTH", "PRE_WIDTH", "check_params", "lanes16", "lanes8",
            "block_flits", "input_layout", "output_layout", "dequant_layout", "sum_layout",
            "bit_length", "wire", "register", "FloatRounder"]
 
@@ -23,6 +24,7 @@ FLIT_WIDTHS = (64, 128, 256, 512)
 MIN_INPUTS, MAX_INPUTS = 2, 8
 TERM_WIDTH = 48
 SUM_WIDTH = 52
+PRE_WIDTH = 20   # q * sig(s): |q| <= 128, sig < 2**11; FP16 +-sig: 12 bits
 
 
 def check_params(n_inputs, flit_width):
@@ -83,8 +85,10 @@ def output_layout(flit_width):
 def _participant_layout(flit_width):
     l16 = lanes16(flit_width)
     return data.StructLayout({
-        # FP16: x * 2**24; INT8: q * s * 2**24 (zero for a bad scale); BF16: unused.
-        "val":  data.ArrayLayout(signed(TERM_WIDTH), lanes8(flit_width)),
+        # FP16: x * 2**24 = pre << sh (pre = +-significand); INT8: q * s * 2**24 = pre << sh
+        # (pre = q * significand of s, zero for a bad scale); BF16: unused.
+        "pre":  data.ArrayLayout(signed(PRE_WIDTH), lanes8(flit_width)),
+        "sh":   data.ArrayLayout(5, lanes8(flit_width)),
         # BF16 fields: biased exponent (1 for zeros and subnormals), significand with hidden bit.
         "bneg": unsigned(l16),
         "bexp": data.ArrayLayout(8, l16),

@@ -1,12 +1,12 @@
 """Tree reducer: exact N-input sums per lane, BF16 exponent alignment, non-finite flags."""
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from ..dtype import DType
-from .common import (SUM_WIDTH, TERM_WIDTH, check_params, dequant_layout, lanes16, lanes8,
+from .common import (PRE_WIDTH, SUM_WIDTH, TERM_WIDTH, check_params, dequant_layout, lanes16, lanes8,
                      register, sum_layout, wire)
 
 
@@ -16,7 +16,7 @@ __all__ = ["TreeReducer"]
 class TreeReducer(wiring.Component):
     """Add the participants' terms lane by lane, exactly, in a pipelined adder tree.
 
-    * FP16 and INT8: ``sum = sum_p val[p]`` (exact, two's complement, ``SUM_WIDTH`` bits).
+    * FP16 and INT8: ``sum = sum_p pre[p] << sh[p]`` (exact, two's complement, ``SUM_WIDTH`` bits).
     * BF16: per lane, ``E = max_p bexp[p]`` (a max tree), every significand is aligned with 32
       guard bits, ``A_p = (bsig[p] << 32) >> (E - bexp[p])`` (truncating; a shift of 40 or more
       gives 0), and ``sum = sum_p (-1)**bneg[p] * A_p``; ``exp = E``. The result value is
@@ -37,8 +37,9 @@ class TreeReducer(wiring.Component):
     i : In(stream.Signature(dequant_layout(n_inputs, flit_width)))
     o : Out(stream.Signature(sum_layout(flit_width)))
 
-    ``2 + ceil(log2(n_inputs))`` pipeline stages (``latency``): max-exponent tree, alignment, one
-    stage per adder level. A stall holds the whole pipeline.
+    ``2 + ceil(log2(n_inputs))`` pipeline stages (``latency``): max-exponent tree, the term shifter
+    (one per participant and lane, shared by the three modes), one stage per adder level. A stall
+    holds the whole pipeline.
     """
 
     def __init__(self, *, n_inputs=4, flit_width=256):
@@ -97,7 +98,7 @@ class TreeReducer(wiring.Component):
                          f"emax0_l{lane}_p{p}")
             e_max.append(e)
         exps = [register(m, en, e, f"emax1_l{lane}", shape=8) for lane, e in enumerate(e_max)]
-        dist, bsig, bneg, val = {}, {}, {}, {}
+        dist, bsig, bneg, pre, sh = {}, {}, {}, {}, {}
         for p in range(n):
             part = ip.part[p]
             for lane in range(l16):
@@ -107,20 +108,33 @@ class TreeReducer(wiring.Component):
                 bsig[p, lane] = register(m, en, part.bsig[lane], f"bsig1_p{p}_l{lane}", shape=8)
                 bneg[p, lane] = register(m, en, part.bneg[lane], f"bneg1_p{p}_l{lane}")
             for lane in range(l8):
-                val[p, lane] = register(m, en, part.val[lane], f"val1_p{p}_l{lane}")
+                pre[p, lane] = register(m, en, part.pre[lane], f"pre1_p{p}_l{lane}")
+                sh[p, lane] = register(m, en, part.sh[lane], f"sh1_p{p}_l{lane}")
         ride = step(ride, 1)
 
-        # Stage 2: align BF16 significands (truncating) and pick each lane's term.
+        # Stage 2: every lane's term from one shifter, (base << amount) >> 8 (arithmetic):
+        # FP16 and INT8: base = pre, amount = sh + 8, so the term is pre << sh exactly.
+        # BF16: amount = 40 - dist gives (bsig << 32) >> dist. A negative significand must be
+        # truncated towards zero, and an arithmetic shift rounds down, so for dist = 32 + k
+        # (k = 1..7, bits dropped) the base is 2**k - 1 - bsig: floor((2**k - 1 - b) / 2**k) is
+        # -floor(b / 2**k). At dist >= 40 nothing is kept.
         is_bf16 = ride["dtype"] == DType.BF16
         terms = {}
         for p in range(n):
             for lane in range(l8):
-                term = val[p, lane]
                 if lane < l16:
-                    aligned = (bsig[p, lane] << 32) >> dist[p, lane]
-                    bterm = Mux(bneg[p, lane], -aligned, aligned)
-                    term = Mux(is_bf16, bterm, term)
-                terms[p, lane] = register(m, en, term, f"term2_p{p}_l{lane}", shape=signed(TERM_WIDTH))
+                    d = dist[p, lane]
+                    bias = Mux(d > 32, (Const(1, 8) << (d - 32)[:3]) - 1, 0)
+                    bbase = Mux(d >= 40, 0, Mux(bneg[p, lane], bias - bsig[p, lane], bsig[p, lane]))
+                    base = wire(m, Mux(is_bf16, bbase, pre[p, lane]), f"base2_p{p}_l{lane}",
+                                shape=signed(PRE_WIDTH))
+                    amount = wire(m, Mux(is_bf16, 40 - d, sh[p, lane] + 8), f"amount2_p{p}_l{lane}",
+                                  shape=6)
+                    term = (base << amount)[8:8 + TERM_WIDTH]
+                else:
+                    term = (pre[p, lane] << sh[p, lane])[:TERM_WIDTH]
+                terms[p, lane] = register(m, en, term.as_signed(), f"term2_p{p}_l{lane}",
+                                          shape=signed(TERM_WIDTH))
         exps = [register(m, en, e, f"emax2_l{lane}", shape=8) for lane, e in enumerate(exps)]
         ride = step(ride, 2)
 
