@@ -17,6 +17,7 @@ _BF16_QNAN, _BF16_INF = 0x7FC0, 0x7F80
 _MAG_WIDTH = SUM_WIDTH - 1   # |V| < 2**51
 _DIV_CHUNK = 13              # quotient bits of 2M/127 per pipeline stage
 _LANE_MAG_WIDTH = 45         # FP16/BF16: |T| < 8 * 2**40
+_DIV_R_WIDTH = 21            # non-restoring remainder: |r| < D << 8 < 2**19, signed, one spare
 
 
 class BlockQuantizer(wiring.Component):
@@ -222,18 +223,21 @@ class BlockQuantizer(wiring.Component):
                     stage, en_b)
         stage += 1
 
-        # Q2, Q3: restoring division W / D, 4 quotient bits per stage.
-        def restore(rem_value, d, bits_from, bits_to, lane):
+        # Q2, Q3: W / D by non-restoring division, 4 quotient bits per stage: one adder per step
+        # (the partial remainder r goes negative instead of being restored; the next step adds
+        # D << b back instead of subtracting it). Quotient bit b is 1 iff r >= 0 after step b,
+        # as in restoring division; at the end the remainder is r, or r + D if r < 0.
+        def nonrestoring(r, d, bits_from, bits_to, lane):
             qbits = []
             for b in range(bits_from, bits_to - 1, -1):
-                sub = d << b
-                ge = wire(m, rem_value >= sub, f"qdiv_ge_l{lane}_{b}")
-                rem_value = wire(m, Mux(ge, rem_value - sub, rem_value)[:19], f"qdiv_r_l{lane}_{b}")
-                qbits.append(ge)
-            return rem_value, Cat(*reversed(qbits))
+                # r - s = ~(~r + s): one adder for both directions (flip = r >= 0).
+                flip = Mux(r[-1], 0, -1)
+                r = wire(m, ((r ^ flip) + (d << b)) ^ flip, f"qdiv_r_l{lane}_{b}", shape=signed(_DIV_R_WIDTH))
+                qbits.append(~r[-1])
+            return r, Cat(*reversed(qbits))
         q2 = {}
         for lane in range(l8):
-            r, qh = restore(q1[lane]["w"], blk["d"], 7, 4, lane)
+            r, qh = nonrestoring(Cat(q1[lane]["w"], 0).as_signed(), blk["d"], 7, 4, lane)
             q2[lane] = ride({"r": r, "qh": qh, "low": q1[lane]["low"], "sat": q1[lane]["sat"],
                              "neg": q1[lane]["neg"]}, stage, en_b)
         blk = ride(blk, stage, en_b)
@@ -242,10 +246,11 @@ class BlockQuantizer(wiring.Component):
 
         q_out = []
         for lane in range(l8):
-            r, ql = restore(q2[lane]["r"], blk["d"], 3, 0, lane)
+            r, ql = nonrestoring(q2[lane]["r"], blk["d"], 3, 0, lane)
             q8 = Cat(ql, q2[lane]["qh"])            # floor(2|V| / S)
             qi, half = q8[1:], q8[0]
-            sticky = r.any() | q2[lane]["low"]
+            # The remainder is nonzero: r != 0, or for a negative r, r + D != 0.
+            sticky = Mux(r[-1], r != -blk["d"], r.any()) | q2[lane]["low"]
             up = half & (sticky | qi[0])
             qm = Signal(8, name=f"qm_l{lane}")
             m.d.comb += qm.eq(Mux(q2[lane]["sat"] | ((qi + up) > 127), 127, qi + up))
