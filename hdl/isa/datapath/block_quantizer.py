@@ -79,7 +79,9 @@ class BlockQuantizer(wiring.Component):
         l16, l8, nflits = lanes16(w), lanes8(w), block_flits(w)
         ip = self.i.payload
 
-        entry = data.StructLayout({"s": sum_layout(w), "block_end": 1})
+        # The FIFO keeps each lane's sum as sign and magnitude (s.sum holds |sum|): the magnitude
+        # is needed before the FIFO (block max) and after it (rounding, division), computed once.
+        entry = data.StructLayout({"s": sum_layout(w), "neg": l8, "block_end": 1})
         m.submodules.fifo = dfifo = fifo.SyncFIFOBuffered(width=entry.size, depth=self.fifo_depth)
         # Every scale in the scale pipeline or in sfifo belongs to a block whose last flit is
         # still in the data FIFO, so sfifo (as deep as the data FIFO) never overflows.
@@ -93,10 +95,12 @@ class BlockQuantizer(wiring.Component):
         m.d.comb += [en_a.eq(~a_valid | can_write), self.i.ready.eq(en_a)]
         with m.If(en_a):
             m.d.sync += a_valid.eq(self.i.valid)
-        a_s = register(m, en_a, ip, "a_s")
+        a_s = register(m, en_a, ip, "a_s")   # its sums are unused (a_mag, a_neg below)
         # Two levels of the lane max tree before the register, the rest after it.
         mags = [wire(m, Mux(ip.sum[lane] < 0, -ip.sum[lane], ip.sum[lane])[:_MAG_WIDTH], f"mag_l{lane}")
                 for lane in range(l8)]
+        a_mag = [register(m, en_a, v, f"a_mag_l{lane}") for lane, v in enumerate(mags)]
+        a_neg = register(m, en_a, Cat(*(ip.sum[lane] < 0 for lane in range(l8))), "a_neg")
 
         def max_tree(values, tag, levels=None):
             level = 0
@@ -124,8 +128,10 @@ class BlockQuantizer(wiring.Component):
         m.d.comb += [
             dfifo.w_en.eq(write),
             w_entry.s.eq(a_s),
+            w_entry.neg.eq(a_neg),
             w_entry.block_end.eq(block_end),
         ]
+        m.d.comb += [w_entry.s.sum[lane].eq(a_mag[lane]) for lane in range(l8)]
         with m.If(write):
             with m.If(block_end | a_s.last):
                 m.d.sync += [idx.eq(0), acc_m.eq(0), acc_bad.eq(0)]
@@ -190,7 +196,7 @@ class BlockQuantizer(wiring.Component):
         take = en_b & head_ok
         m.d.comb += [dfifo.r_en.eq(take), sfifo.r_en.eq(take & head_int8 & head.block_end)]
         info = {"valid": head_ok, "dtype": head.s.dtype, "last": head.s.last,
-                "sum": head.s.sum, "exp": head.s.exp, "nan": head.s.nan, "pinf": head.s.pinf,
+                "mag": head.s.sum, "neg": head.neg, "exp": head.s.exp, "nan": head.s.nan, "pinf": head.s.pinf,
                 "ninf": head.s.ninf, "bad": shead.bad}
         s_bits, s_sat = shead.scale, shead.ovf
         stage = 1
@@ -199,9 +205,8 @@ class BlockQuantizer(wiring.Component):
         rnd = []
         is_bf16 = info["dtype"] == DType.BF16
         for lane in range(l16):
-            total = info["sum"][lane]
             c = Mux(is_bf16, 33 - info["exp"][lane], 0)
-            rnd.append(FloatRounder(m, en_b, Mux(total < 0, -total, total)[:_LANE_MAG_WIDTH], total < 0,
+            rnd.append(FloatRounder(m, en_b, info["mag"][lane][:_LANE_MAG_WIDTH], info["neg"][lane],
                                     c, is_bf16, f"lane{lane}"))
 
         # Q1: S = D << sh; W = (2|V|) >> sh, so 2V/S = W/D up to the bits in `low`; x >= 128
@@ -211,12 +216,12 @@ class BlockQuantizer(wiring.Component):
         d_sh = Mux(s_exp == 0, 0, s_exp - 1)[:5]
         q1 = {}
         for lane in range(l8):
-            v = info["sum"][lane]
-            twice = Cat(Const(0, 1), Mux(v < 0, -v, v)[:_MAG_WIDTH])
+            twice = Cat(Const(0, 1), info["mag"][lane][:_MAG_WIDTH])
             wq = Signal(len(twice), name=f"q1w_l{lane}")
             m.d.comb += wq.eq(twice >> d_sh)
             low = (twice & ~(Const((1 << len(twice)) - 1, len(twice)) << d_sh)[:len(twice)]).any()
-            q1[lane] = ride({"w": wq[:19], "low": low, "sat": wq >= (d_val << 8), "neg": v < 0},
+            q1[lane] = ride({"w": wq[:19], "low": low, "sat": wq >= (d_val << 8),
+                             "neg": info["neg"][lane]},
                             stage, en_b)
         blk = ride({"d": d_val, "scale": s_bits, "ovf": s_sat}, stage, en_b)
         info = ride({k: info[k] for k in ("valid", "dtype", "last", "nan", "pinf", "ninf", "bad")},
