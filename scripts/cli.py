@@ -33,33 +33,42 @@ def cmd_verilog(args):
 
 def cmd_synth(args):
     from .export import select_blocks
-    from .synth import synthesize
+    from .synth import synthesize, synthesize_by_module, workdir_for
     from ..sim.runner import verilog_for
-    from ..sim.toolchain import BUILD_ROOT
     params = _fabric_params(args)
     blocks = select_blocks(args.block, synthesizable=True)
+    if args.by_module and args.target != "xcup":
+        raise SystemExit(f"scin synth: error: --by-module is for --target xcup, not {args.target}")
     results = {}
     for i, (name, (factory, _)) in enumerate(blocks.items()):
         if not args.json:
-            print(f"[{i + 1}/{len(blocks)}] synthesizing {name} for {args.target} ...",
-                  file=sys.stderr, flush=True)
+            print(f"[{i + 1}/{len(blocks)}] synthesizing {name} for {args.target}"
+                  f"{' (not flattened)' if args.by_module else ''} ...", file=sys.stderr, flush=True)
         start = time.monotonic()
         path = verilog_for(lambda: factory(params), name, repr(params))
-        resources, _ = synthesize(path, name, args.target,
-                                  BUILD_ROOT / "synth" / f"{args.target}-{path.stem}")
-        results[name] = resources
+        workdir = workdir_for(path, name, args.target)
+        if args.by_module:
+            for module, resources in synthesize_by_module(path, name, args.target, workdir).items():
+                if module != "total":
+                    results[module] = resources
+        else:
+            results[name], _ = synthesize(path, name, args.target, workdir)
         if not args.json:
             print(f"      done in {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
     total = {key: sum(r[key] for r in results.values()) for key in ("lut", "ff", "bram36", "dsp")}
     if args.json:
         print(json.dumps({"target": args.target, "flit_width": params.flit_width,
-                          "ports": params.ports, "modules": results, "total": total}))
+                          "ports": params.ports, "flattened": not args.by_module,
+                          "modules": results, "total": total}))
     else:
+        how = ("each module's own cells, hierarchy kept" if args.by_module
+               else "each block synthesized on its own, flattened")
         print(f"target {args.target}, {params.ports} ports, {params.flit_width}-bit flits "
-              f"(Yosys counts; each block synthesized on its own, flattened)")
-        print(f"{'module':20s} {'LUT':>9s} {'FF':>9s} {'BRAM36':>8s} {'DSP':>6s}")
+              f"(Yosys counts; {how})")
+        width = max([20] + [len(n) for n in results])
+        print(f"{'module':{width}s} {'LUT':>9s} {'FF':>9s} {'BRAM36':>8s} {'DSP':>6s}")
         for name, r in list(results.items()) + [("total", total)]:
-            print(f"{name:20s} {r['lut']:9d} {r['ff']:9d} {r['bram36']:8.1f} {r['dsp']:6d}")
+            print(f"{name:{width}s} {r['lut']:9d} {r['ff']:9d} {r['bram36']:8.1f} {r['dsp']:6d}")
     return 0
 
 
@@ -197,6 +206,9 @@ def build_parser():
                    help='print one JSON object: {"target", "modules": {name: {lut, ff, bram36, dsp}}, "total"}')
     p.add_argument("--block", action="append", metavar="NAME",
                    help="only this block (repeatable; default: every synthesizable block)")
+    p.add_argument("--by-module", action="store_true",
+                   help="keep the hierarchy and report every submodule's own cells (xcup only; "
+                        "slightly higher totals than flattened, no cross-module optimisation)")
     _fabric_args(p)
     p.set_defaults(func=cmd_synth)
 

@@ -9,7 +9,6 @@ rerun after a change that leaves a block's Verilog alone costs nothing for that 
 """
 
 import argparse
-import hashlib
 import csv
 import subprocess
 import sys
@@ -54,15 +53,12 @@ def _synth_one(block, ports, flit_width, target, cached_only=False):
     from ..hdl.catalog import BLOCKS as CATALOG
     from ..hdl.packet import FabricParams
     from ..sim.runner import verilog_for
-    from ..sim.toolchain import BUILD_ROOT
-    from .synth import synthesize
+    from .synth import synthesize, workdir_for
     params = FabricParams.default_for(flit_width=flit_width, ports=ports)
     factory = CATALOG[block][0]
     start = time.monotonic()
     path = verilog_for(lambda: factory(params), block, repr(params))
-    # Keyed by the Verilog itself: an HDL change elsewhere leaves this point's result valid.
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    workdir = BUILD_ROOT / "synth" / f"{target}-{block}-{digest}"
+    workdir = workdir_for(path, block, target)
     if cached_only and not (workdir / f"{block}-{target}.stat.json").exists():
         return None
     res, _ = synthesize(path, block, target, workdir)

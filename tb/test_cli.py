@@ -61,6 +61,24 @@ def test_synth_json_has_documented_keys():
     assert report["total"]["lut"] == report["modules"]["credit_tx"]["lut"] > 0
 
 
+def test_synth_by_module_splits_the_hierarchy():
+    """--by-module: one row per Amaranth submodule (its own cells), and they add up to the total;
+    other targets are refused."""
+    code, out, err = run("synth", "--json", "--by-module", "--block", "transport_port",
+                         "--flit-width", "64")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["flattened"] is False
+    modules = report["modules"]
+    assert {"transport_port", "transport_port.ctx", "transport_port.crx"} <= set(modules)
+    assert any(name.startswith("transport_port.crx.queue") for name in modules)
+    assert modules["transport_port.ctx"]["lut"] > 0
+    for key in ("lut", "ff", "bram36", "dsp"):
+        assert report["total"][key] == sum(r[key] for r in modules.values())
+    code, out, err = run("synth", "--by-module", "--target", "ice40", "--block", "credit_tx")
+    assert code != 0 and "--by-module is for --target xcup" in err
+
+
 def test_allreduce_json_save_and_waves(tmp_path):
     """The main job's documented outputs: the JSON keys, the --save arrays (int8 with scales) and a
     waveform file whose path is reported. On Icarus, the smallest int8 message (one block)."""
