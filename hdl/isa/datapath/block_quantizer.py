@@ -15,7 +15,7 @@ __all__ = ["BlockQuantizer"]
 _FP16_QNAN, _FP16_INF, _FP16_MAX = 0x7E00, 0x7C00, 0x7BFF
 _BF16_QNAN, _BF16_INF = 0x7FC0, 0x7F80
 _MAG_WIDTH = SUM_WIDTH - 1   # |V| < 2**51
-_DIV_CHUNK = 13              # quotient bits of 2M/127 per pipeline stage
+_DIV_CHUNK = 7               # quotient bits of 2M/127 per pipeline stage (the critical path)
 _LANE_MAG_WIDTH = 45         # FP16/BF16: |T| < 8 * 2**40
 _DIV_R_WIDTH = 21            # non-restoring remainder: |r| < D << 8 < 2**19, signed, one spare
 
@@ -36,13 +36,13 @@ class BlockQuantizer(wiring.Component):
       input scale (``bad``), every ``q`` is 0, ``scale`` = 0x7E00 and ``status`` = INVALID. Every
       flit of a block carries the block's ``scale`` and ``status``.
 
-    Implementation: the flits enter a FIFO of ``block_flits + 10`` entries while a running
-    ``max |V|`` is kept. When a block's last flit is written, its ``M`` enters the scale pipeline
-    (``SCALE_STAGES`` stages: the long division and the scale's rounding), which pushes the finished
-    scale to a second FIFO. The head flit of an INT8 block leaves the data FIFO once its block's
-    scale is there, so the block's first flit waits for its last, the sums never ride along the
-    division, and a stall anywhere is absorbed without losing a cycle (the FIFO covers the scale
-    pipeline at full rate).
+    Implementation: the flits enter a FIFO of ``block_flits + SCALE_STAGES + 4`` entries while a
+    running ``max |V|`` is kept. When a block's last flit is written, its ``M`` enters the scale
+    pipeline (``SCALE_STAGES`` stages: the long division and the scale's rounding), which pushes the
+    finished scale to a second FIFO. The head flit of an INT8 block leaves the data FIFO once its
+    block's scale is there, so the block's first flit waits for its last, the sums never ride along
+    the division, and a stall anywhere is absorbed without losing a cycle (the FIFO covers the
+    scale pipeline at full rate).
 
     Parameters
     ----------
@@ -62,12 +62,13 @@ class BlockQuantizer(wiring.Component):
     INPUT_STAGES = 1
     FIFO_LATENCY = 2
     OUTPUT_STAGES = 3
-    SCALE_STAGES = 6
+    #: The scale pipeline: ceil(52 / _DIV_CHUNK) division stages and the rounder's 2.
+    SCALE_STAGES = -(-(_MAG_WIDTH + 1) // _DIV_CHUNK) + 2
 
     def __init__(self, *, flit_width=256):
         check_params(2, flit_width)
         self.flit_width = flit_width
-        self.fifo_depth = block_flits(flit_width) + 10
+        self.fifo_depth = block_flits(flit_width) + self.SCALE_STAGES + 4
         super().__init__({
             "i": In(stream.Signature(sum_layout(flit_width))),
             "o": Out(stream.Signature(output_layout(flit_width))),
@@ -146,7 +147,7 @@ class BlockQuantizer(wiring.Component):
         def ride(values, stage, en=one, tag="s"):
             return {k: register(m, en, v, f"{k}_{tag}{stage}") for k, v in values.items()}
 
-        # c1..c4: 2M / 127 by long division, _DIV_CHUNK quotient bits per stage. The remainder
+        # c1..c8: 2M / 127 by long division, _DIV_CHUNK quotient bits per stage. The remainder
         # stays below 127, so each step is an 8-bit compare-and-subtract.
         num = Cat(Const(0, 1), new_m)
         nbits = len(num)
