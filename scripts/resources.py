@@ -203,7 +203,7 @@ def main(argv=None):
     # longest points (the 16-port switch, the 8-port ISA) come last.
     todo.sort(key=lambda t: (t[1] * t[2], BLOCKS.index(t[0])))
     start = time.monotonic()
-    rows, missing = [], []
+    rows, missing, failed = [], [], []
     print(f"scin resources: {len(todo)} synthesis runs, {args.jobs} at a time", file=sys.stderr,
           flush=True)
     try:
@@ -214,10 +214,13 @@ def main(argv=None):
                 b, p, w = futures[fut]
                 try:
                     r = fut.result()
-                except (RuntimeError, ValueError) as exc:
-                    print(f"scin resources: error: {b} at {p} ports, {w}-bit flits: {exc}",
-                          file=sys.stderr)
-                    return 2
+                except Exception as exc:      # noqa: BLE001 - any failure of one point
+                    # One failed point (a Yosys error, an elaboration error) must not throw away
+                    # the others: report it now, go on, and exit non-zero at the end.
+                    failed.append((b, p, w))
+                    print(f"scin resources: error: {b} at {p} ports, {w}-bit flits: "
+                          f"{type(exc).__name__}: {exc}".rstrip(": "), file=sys.stderr, flush=True)
+                    continue
                 if r is None:
                     missing.append((b, p, w))
                     print(f"      {b:8s} {p:2d} ports {w:3d}-bit: not synthesized yet (skipped)",
@@ -232,6 +235,11 @@ def main(argv=None):
         print("scin resources: interrupted", file=sys.stderr)
         return 130
     elapsed = time.monotonic() - start
+    if failed:
+        names = ", ".join(f"{b} {p}x{w}" for b, p, w in failed)
+        print(f"scin resources: error: {len(failed)} point(s) failed ({names}); "
+              "nothing written", file=sys.stderr)
+        return 2
     text = section(rows, argv, elapsed, missing)
     if args.no_doc:
         print(text)

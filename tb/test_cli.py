@@ -79,6 +79,30 @@ def test_synth_by_module_splits_the_hierarchy():
     assert code != 0 and "--by-module is for --target xcup" in err
 
 
+class _FakeYosysError(Exception):
+    pass
+
+
+def _fake_synth_one(block, ports, flit_width, target, cached_only=False):
+    if block == "switch":
+        raise _FakeYosysError("yosys exited with status 1")
+    return {"block": block, "ports": ports, "flit_width": flit_width, "lut": 10, "ff": 20,
+            "bram36": 0, "dsp": 0, "seconds": 0, "note": ""}
+
+
+def test_resources_reports_a_failed_point_and_finishes_the_others(monkeypatch, capsys, tmp_path):
+    """One point failing (here: a Yosys error while converting the switch) is reported with its
+    name and the error; the other points still finish; nothing is written and the exit code is 2."""
+    from scin.scripts import resources
+    monkeypatch.setattr(resources, "_synth_one", _fake_synth_one)
+    code = resources.main(["--paper", "--jobs", "1", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "error: switch at 4 ports, 256-bit flits: _FakeYosysError: yosys exited" in err
+    assert "[2/3] " in err and "1 point(s) failed (switch 4x256)" in err
+    assert not (tmp_path / "RESOURCES.md").exists()
+
+
 def test_allreduce_json_save_and_waves(tmp_path):
     """The main job's documented outputs: the JSON keys, the --save arrays (int8 with scales) and a
     waveform file whose path is reported. On Icarus, the smallest int8 message (one block)."""
