@@ -19,8 +19,8 @@ def build_parser():
                     "traffic, AXI DECERR faults and bad descriptors) on one simulated system "
                     "with reordered memory responses; every result checked against the golden "
                     "model, every fault against its expected ERROR flag.",
-        epilog="Replay a failure with the same --seed (and --count, --endpoints). "
-               "Example: scin soak --count 40 --seed 7")
+        epilog="Replay a failure with the command the run prints at its end (the same seed and "
+               "every option that shapes the draw). Example: scin soak --count 40 --seed 7")
     p.add_argument("--count", type=int, default=20, help="collectives (default: 20)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
     p.add_argument("--endpoints", type=int, default=4, help="endpoints, 2-8 (default: 4)")
@@ -38,6 +38,22 @@ def build_parser():
                    help="memories answer reads in order (default: reordered across IDs)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     return p
+
+
+def replay_command(args):
+    """The ``scin soak`` command line that draws the same collectives as ``args``: the seed, the
+    count and every option that changes what is drawn or how the system answers, where it is not
+    the default."""
+    defaults = build_parser().parse_args([])
+    parts = ["scin soak", f"--count {args.count}", f"--seed {args.seed}",
+             f"--endpoints {args.endpoints}"]
+    for name in ("sim", "fault_rate", "traffic_rate", "max_size", "groups"):
+        value = getattr(args, name)
+        if value != getattr(defaults, name):
+            parts.append(f"--{name.replace('_', '-')} {value}")
+    if args.in_order:
+        parts.append("--in-order")
+    return " ".join(parts)
 
 
 def main(argv=None):
@@ -74,8 +90,7 @@ def main(argv=None):
         print(f"  switch port error counters: {summary['switch_errors']}")
     for line in summary["failures"]:
         print(f"  FAIL: {line}")
-    print(f"result: {'PASS' if summary['passed'] else 'FAIL'} (replay: scin soak --count "
-          f"{summary['count']} --seed {summary['seed']} --endpoints {summary['endpoints']}; "
+    print(f"result: {'PASS' if summary['passed'] else 'FAIL'} (replay: {replay_command(args)}; "
           f"run directory {summary['run_dir']})")
     return 0 if summary["passed"] else 1
 

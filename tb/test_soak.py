@@ -102,3 +102,17 @@ def test_verify_catches_a_wrong_result_and_a_touched_non_participant():
 def test_bad_options(argv, message):
     code, _, err = run(*argv)
     assert code == 2 and message in err and "Traceback" not in err, err
+
+
+def test_replay_command_carries_every_option_that_shapes_the_draw():
+    """The replay line printed at the end must reproduce the run: the seed, and every non-default
+    option that changes what is drawn (a replay without ``--groups halves`` draws other groups)."""
+    from scin.scripts.soak import build_parser, replay_command
+    argv = ["--count", "16", "--seed", "5", "--endpoints", "8", "--groups", "halves",
+            "--max-size", "16KiB", "--fault-rate", "0.3", "--in-order"]
+    line = replay_command(build_parser().parse_args(argv))
+    assert line == ("scin soak --count 16 --seed 5 --endpoints 8 --fault-rate 0.3 "
+                    "--max-size 16KiB --groups halves --in-order")
+    assert build_parser().parse_args(line.split()[2:]) == build_parser().parse_args(argv)
+    assert replay_command(build_parser().parse_args([])) == \
+        "scin soak --count 20 --seed 1 --endpoints 4"
