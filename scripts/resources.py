@@ -53,13 +53,13 @@ def _synth_one(block, ports, flit_width, target, cached_only=False):
     from ..hdl.catalog import BLOCKS as CATALOG
     from ..hdl.packet import FabricParams
     from ..sim.runner import verilog_for
-    from .synth import synthesize, workdir_for
+    from .synth import report_name, synthesize, workdir_for
     params = FabricParams.default_for(flit_width=flit_width, ports=ports)
     factory = CATALOG[block][0]
     start = time.monotonic()
     path = verilog_for(lambda: factory(params), block, repr(params))
     workdir = workdir_for(path, block, target)
-    if cached_only and not (workdir / f"{block}-{target}.stat.json").exists():
+    if cached_only and not (workdir / report_name(block, target, False, "stat.json")).exists():
         return None
     res, _ = synthesize(path, block, target, workdir)
     return {"block": block, "ports": ports, "flit_width": flit_width, **res,

