@@ -17,7 +17,7 @@ _BF16_QNAN, _BF16_INF = 0x7FC0, 0x7F80
 _MAG_WIDTH = SUM_WIDTH - 1   # |V| < 2**51
 _DIV_CHUNK = 7               # quotient bits of 2M/127 per pipeline stage (the critical path)
 _LANE_MAG_WIDTH = 45         # FP16/BF16: |T| < 8 * 2**40
-_DIV_R_WIDTH = 21            # non-restoring remainder: |r| < D << 8 < 2**19, signed, one spare
+_DIV_STEP_WIDTH = 14         # a non-restoring step on r >> b: |r >> b| + D < 3 * 2**11, signed
 
 
 class BlockQuantizer(wiring.Component):
@@ -31,7 +31,7 @@ class BlockQuantizer(wiring.Component):
       after reset or after a ``last`` starts one, and a ``last`` also ends a short block. Per block
       ``M = max |V|``; ``scale = RNE_fp16(M * 2**-24 / 127)``, computed exactly by long division
       (``2M / 127`` to the last bit, plus a sticky bit), saturated to 0x7BFF with OVERFLOW. Per
-      element ``q = clamp(RNE(V / S), -127, 127)`` with ``S = scale * 2**24``, by a restoring
+      element ``q = clamp(RNE(V / S), -127, 127)`` with ``S = scale * 2**24``, by a non-restoring
       divider with exact tie detection (``q = 0`` when ``scale == 0``). If the block has a bad
       input scale (``bad``), every ``q`` is 0, ``scale`` = 0x7E00 and ``status`` = INVALID. Every
       flit of a block carries the block's ``scale`` and ``status``.
@@ -211,17 +211,23 @@ class BlockQuantizer(wiring.Component):
                                     c, is_bf16, f"lane{lane}"))
 
         # Q1: S = D << sh; W = (2|V|) >> sh, so 2V/S = W/D up to the bits in `low`; x >= 128
-        # (saturate) iff W >= D << 8, else W < 2**19 and 8 restoring steps give 2V/S.
+        # (saturate) iff W >= D << 8 (< 2**19), that is iff W has a bit at 19 or above or its
+        # low 19 bits are >= D << 8; else 8 division steps give 2V/S. The masks of the bits
+        # dropped (below sh) and of those above W's 19 are the block's, so per lane only W's
+        # low 19 bits are shifted.
         s_exp, s_frac = s_bits[10:15], s_bits[:10]
         d_val = Mux(s_exp == 0, s_frac, Cat(s_frac, 1))[:11]
         d_sh = Mux(s_exp == 0, 0, s_exp - 1)[:5]
+        twice_w = _MAG_WIDTH + 1
+        ones = Const((1 << twice_w) - 1, twice_w)
+        low_mask = wire(m, ~(ones << d_sh)[:twice_w], "q1_low_mask", shape=twice_w)
+        high_mask = wire(m, (ones << (d_sh + 19))[:twice_w], "q1_high_mask", shape=twice_w)
         q1 = {}
         for lane in range(l8):
             twice = Cat(Const(0, 1), info["mag"][lane][:_MAG_WIDTH])
-            wq = Signal(len(twice), name=f"q1w_l{lane}")
-            m.d.comb += wq.eq(twice >> d_sh)
-            low = (twice & ~(Const((1 << len(twice)) - 1, len(twice)) << d_sh)[:len(twice)]).any()
-            q1[lane] = ride({"w": wq[:19], "low": low, "sat": wq >= (d_val << 8),
+            wq = wire(m, (twice >> d_sh)[:19], f"q1w_l{lane}", shape=19)
+            sat = (twice & high_mask).any() | (wq >= (d_val << 8))
+            q1[lane] = ride({"w": wq, "low": (twice & low_mask).any(), "sat": sat,
                              "neg": info["neg"][lane]},
                             stage, en_b)
         blk = ride({"d": d_val, "scale": s_bits, "ovf": s_sat}, stage, en_b)
@@ -233,13 +239,20 @@ class BlockQuantizer(wiring.Component):
         # (the partial remainder r goes negative instead of being restored; the next step adds
         # D << b back instead of subtracting it). Quotient bit b is 1 iff r >= 0 after step b,
         # as in restoring division; at the end the remainder is r, or r + D if r < 0.
+        # Before step b, -D << (b + 1) <= r < D << (b + 1) (when W < D << 8), so r >> b is a
+        # 13-bit signed number and r's low b bits are W's: each step adds +-D to r >> b only, in
+        # _DIV_STEP_WIDTH bits. A saturated lane's bits are don't-care: it is clamped to 127.
         def nonrestoring(r, d, bits_from, bits_to, lane):
             qbits = []
             for b in range(bits_from, bits_to - 1, -1):
-                # r - s = ~(~r + s): one adder for both directions (flip = r >= 0).
-                flip = Mux(r[-1], 0, -1)
-                r = wire(m, ((r ^ flip) + (d << b)) ^ flip, f"qdiv_r_l{lane}_{b}", shape=signed(_DIV_R_WIDTH))
-                qbits.append(~r[-1])
+                hi = r[b:].as_signed()
+                # r - s = ~(~r + s): one adder for both directions (flip = r >= 0); the XORs
+                # merge into the adders' LUTs (a mux between D and -D measured 500 LUTs more).
+                flip = Mux(hi[-1], 0, -1)
+                hi = wire(m, ((hi ^ flip) + d) ^ flip, f"qdiv_r_l{lane}_{b}",
+                          shape=signed(_DIV_STEP_WIDTH))
+                r = Cat(r[:b], hi).as_signed()
+                qbits.append(~hi[-1])
             return r, Cat(*reversed(qbits))
         q2 = {}
         for lane in range(l8):
@@ -251,12 +264,13 @@ class BlockQuantizer(wiring.Component):
         stage += 1
 
         q_out = []
+        neg_d2 = wire(m, -blk["d"], "q_neg_d2", shape=signed(12))
         for lane in range(l8):
             r, ql = nonrestoring(q2[lane]["r"], blk["d"], 3, 0, lane)
             q8 = Cat(ql, q2[lane]["qh"])            # floor(2|V| / S)
             qi, half = q8[1:], q8[0]
             # The remainder is nonzero: r != 0, or for a negative r, r + D != 0.
-            sticky = Mux(r[-1], r != -blk["d"], r.any()) | q2[lane]["low"]
+            sticky = Mux(r[-1], r != neg_d2, r.any()) | q2[lane]["low"]
             up = half & (sticky | qi[0])
             qm = Signal(8, name=f"qm_l{lane}")
             m.d.comb += qm.eq(Mux(q2[lane]["sat"] | ((qi + up) > 127), 127, qi + up))

@@ -6,7 +6,7 @@ Widths (N <= 8 participants, see ``docs/DATAPATH.md``):
   times 2**24 (``|X| < 2**40``), a BF16 significand aligned with 32 guard bits (``< 2**40``), or an
   INT8 product ``q * s * 2**24`` (``|q| <= 128``, ``s * 2**24 < 2**40``, so ``< 2**47``).
 * ``SUM_WIDTH`` = 52: the exact sum of up to 8 terms (``< 2**50``), signed.
-* ``PRE_WIDTH`` = 20: a term before its shift, ``q * sig(s)`` (``|.| <= 128 * 2047``) or ``+-sig``.
+* ``BASE_WIDTH`` = 12: a lane's signed operand before the shift: FP16 or BF16 ``+-sig``, INT8 ``q``.
 """
 
 from amaranth.hdl import Const, Mux, Signal, signed, unsigned
@@ -16,15 +16,16 @@ from amaranth.utils import ceil_log2
 from ..dtype import BLOCK_ELEMENTS, DType
 
 
-__all__ = ["FLIT_WIDTHS", "TERM_WIDTH", "SUM_WIDTH", "PRE_WIDTH", "check_params", "lanes16", "lanes8",
-           "block_flits", "input_layout", "output_layout", "dequant_layout", "sum_layout",
+__all__ = ["FLIT_WIDTHS", "TERM_WIDTH", "SUM_WIDTH", "BASE_WIDTH", "PROD_WIDTH", "check_params", "lanes16", "lanes8",
+           "block_flits", "input_layout", "output_layout", "sum_layout",
            "bit_length", "wire", "register", "FloatRounder"]
 
 FLIT_WIDTHS = (64, 128, 256, 512)
 MIN_INPUTS, MAX_INPUTS = 2, 8
 TERM_WIDTH = 48
 SUM_WIDTH = 52
-PRE_WIDTH = 20   # q * sig(s): |q| <= 128, sig < 2**11; FP16 +-sig: 12 bits
+BASE_WIDTH = 12  # FP16 +-sig (11-bit significand), BF16 +-sig (8 bits), INT8 q
+PROD_WIDTH = 35  # base * 2**f (f < 16): |.| < 2**26; INT8 q * (ssig << f): |.| <= 128 * 2047 * 2**15 < 2**34
 
 
 def check_params(n_inputs, flit_width):
@@ -79,35 +80,6 @@ def output_layout(flit_width):
         "scale":  16,
         "status": 2,
         "last":   1,
-    })
-
-
-def _participant_layout(flit_width):
-    l16 = lanes16(flit_width)
-    return data.StructLayout({
-        # FP16: x * 2**24 = pre << sh (pre = +-significand); INT8: q * s * 2**24 = pre << sh
-        # (pre = q * significand of s, zero for a bad scale); BF16: unused.
-        "pre":  data.ArrayLayout(signed(PRE_WIDTH), lanes8(flit_width)),
-        "sh":   data.ArrayLayout(5, lanes8(flit_width)),
-        # BF16 fields: biased exponent (1 for zeros and subnormals), significand with hidden bit.
-        "bneg": unsigned(l16),
-        "bexp": data.ArrayLayout(8, l16),
-        "bsig": data.ArrayLayout(8, l16),
-        # Non-finite FP16/BF16 inputs, one bit per lane.
-        "nan":  unsigned(l16),
-        "pinf": unsigned(l16),
-        "ninf": unsigned(l16),
-        # INT8: the scale is negative (sign bit set, -0 included), Inf or NaN.
-        "bad":  1,
-    })
-
-
-def dequant_layout(n_inputs, flit_width):
-    """Payload between :class:`Dequantizer` and :class:`TreeReducer`."""
-    return data.StructLayout({
-        "dtype": DType,
-        "part":  data.ArrayLayout(_participant_layout(flit_width), n_inputs),
-        "last":  1,
     })
 
 
@@ -222,7 +194,7 @@ class FloatRounder:
         sig = Signal(13, name=f"{name}_sig")
         m.d.comb += sig.eq(Mux(shift1 > 0, rounded, exact))
         body = Signal(20, name=f"{name}_body")
-        m.d.comb += body.eq(Mux(bf1, (ebias1 << 7) + sig, (ebias1 << 10) + sig))
+        m.d.comb += body.eq(Mux(bf1, ebias1 << 7, ebias1 << 10) + sig)
         inf = Mux(bf1, 0x7F80, 0x7C00)
         over = mag1.any() & (body >= inf)
         final = Mux(~mag1.any(), 0, Mux(over, inf, body))[:15]

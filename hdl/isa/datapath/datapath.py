@@ -6,7 +6,6 @@ from amaranth.lib.wiring import In, Out
 
 from .block_quantizer import BlockQuantizer
 from .common import check_params, input_layout, output_layout
-from .dequantizer import Dequantizer
 from .tree_reducer import TreeReducer
 
 
@@ -65,8 +64,8 @@ class Datapath(wiring.Component):
     @staticmethod
     def latency_for(n_inputs):
         """Cycles from an input transfer to the output ``valid`` (see the class docstring), without
-        building a datapath: 17 for N = 2, 18 for N = 3-4, 19 for N = 5-8."""
-        return (Dequantizer.LATENCY + TreeReducer.latency_for(n_inputs) + BlockQuantizer.INPUT_STAGES
+        building a datapath: 8 for N = 2, 9 for N = 3-4, 10 for N = 5-8."""
+        return (TreeReducer.latency_for(n_inputs) + BlockQuantizer.INPUT_STAGES
                 + BlockQuantizer.FIFO_LATENCY + BlockQuantizer.OUTPUT_STAGES)
 
     @property
@@ -76,14 +75,12 @@ class Datapath(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        deq = Dequantizer(n_inputs=self.n_inputs, flit_width=self.flit_width)
+        # The dequantizer is the first half of the tree reducer's first stage (dequantize()).
         red = TreeReducer(n_inputs=self.n_inputs, flit_width=self.flit_width)
         quant = BlockQuantizer(flit_width=self.flit_width)
-        m.submodules.dequantizer = deq
         m.submodules.tree_reducer = red
         m.submodules.block_quantizer = quant
-        wiring.connect(m, wiring.flipped(self.i), deq.i)
-        wiring.connect(m, deq.o, red.i)
+        wiring.connect(m, wiring.flipped(self.i), red.i)
         wiring.connect(m, red.o, quant.i)
         wiring.connect(m, quant.o, wiring.flipped(self.o))
         return m

@@ -6,8 +6,9 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from ..dtype import DType
-from .common import (PRE_WIDTH, SUM_WIDTH, TERM_WIDTH, check_params, dequant_layout, lanes16, lanes8,
-                     register, sum_layout, wire)
+from .common import (BASE_WIDTH, PROD_WIDTH, SUM_WIDTH, TERM_WIDTH, check_params, input_layout,
+                     lanes16, lanes8, register, sum_layout, wire)
+from .dequantizer import dequantize
 
 
 __all__ = ["TreeReducer"]
@@ -16,10 +17,11 @@ __all__ = ["TreeReducer"]
 class TreeReducer(wiring.Component):
     """Add the participants' terms lane by lane, exactly, in a pipelined adder tree.
 
-    * FP16 and INT8: ``sum = sum_p pre[p] << sh[p]`` (exact, two's complement, ``SUM_WIDTH`` bits).
-    * BF16: per lane, ``E = max_p bexp[p]`` (a max tree), every significand is aligned with 32
-      guard bits, ``A_p = (bsig[p] << 32) >> (E - bexp[p])`` (truncating; a shift of 40 or more
-      gives 0), and ``sum = sum_p (-1)**bneg[p] * A_p``; ``exp = E``. The result value is
+    * FP16: ``sum = sum_p base[p] << exp[p]``; INT8: ``sum = sum_p q[p] * ssig[p] << ssh[p]``
+      (exact, two's complement, ``SUM_WIDTH`` bits).
+    * BF16: per lane, ``E = max_p exp[p]`` (a max tree), every significand is aligned with 32
+      guard bits, ``A_p = (|base[p]| << 32) >> (E - exp[p])`` (truncating; a shift of 40 or more
+      gives 0), and ``sum = sum_p sign(base[p]) * A_p``; ``exp = E``. The result value is
       ``sum * 2**(E - 166)``.
     * Flags: ``nan`` = some input NaN, or both +Inf and -Inf; ``pinf``/``ninf`` = some +Inf/-Inf;
       ``bad`` = some participant's INT8 scale is bad. The sum does not depend on the order of the
@@ -34,12 +36,13 @@ class TreeReducer(wiring.Component):
 
     Members
     -------
-    i : In(stream.Signature(dequant_layout(n_inputs, flit_width)))
+    i : In(stream.Signature(input_layout(n_inputs, flit_width)))
     o : Out(stream.Signature(sum_layout(flit_width)))
 
-    ``2 + ceil(log2(n_inputs))`` pipeline stages (``latency``): max-exponent tree, the term shifter
-    (one per participant and lane, shared by the three modes), one stage per adder level. A stall
-    holds the whole pipeline.
+    ``1 + ceil(log2(n_inputs))`` pipeline stages (``latency``): max-exponent tree and each term's
+    operand and shift; then one stage per adder level, the first of which also forms the terms
+    (one multiplier per participant and lane, shared by the three modes, and a 3:1 multiplexer).
+    A stall holds the whole pipeline.
     """
 
     def __init__(self, *, n_inputs=4, flit_width=256):
@@ -48,14 +51,14 @@ class TreeReducer(wiring.Component):
         self.flit_width = flit_width
         self.latency = self.latency_for(n_inputs)
         super().__init__({
-            "i": In(stream.Signature(dequant_layout(n_inputs, flit_width))),
+            "i": In(stream.Signature(input_layout(n_inputs, flit_width))),
             "o": Out(stream.Signature(sum_layout(flit_width))),
         })
 
     @staticmethod
     def latency_for(n_inputs):
-        """Pipeline stages for ``n_inputs`` participants: ``2 + ceil(log2(n_inputs))``."""
-        return 2 + ceil_log2(n_inputs)
+        """Pipeline stages for ``n_inputs`` participants: ``1 + ceil(log2(n_inputs))``."""
+        return 1 + ceil_log2(n_inputs)
 
     def elaborate(self, platform):
         m = Module()
@@ -66,16 +69,19 @@ class TreeReducer(wiring.Component):
         en = Signal()
         m.d.comb += [en.eq(~self.o.valid | self.o.ready), self.i.ready.eq(en)]
 
+        # Every participant's flit, decoded (no register: stage 1 below registers what it needs).
+        parts = [dequantize(m, ip.dtype, ip.data[p], ip.scale[p], w, f"deq_p{p}") for p in range(n)]
+
         # Fields that ride along unchanged, one register per stage.
-        any_nan = ip.part[0].nan
-        any_pinf = ip.part[0].pinf
-        any_ninf = ip.part[0].ninf
-        any_bad = ip.part[0].bad
+        any_nan = parts[0].nan
+        any_pinf = parts[0].pinf
+        any_ninf = parts[0].ninf
+        any_bad = parts[0].bad
         for p in range(1, n):
-            any_nan = any_nan | ip.part[p].nan
-            any_pinf = any_pinf | ip.part[p].pinf
-            any_ninf = any_ninf | ip.part[p].ninf
-            any_bad = any_bad | ip.part[p].bad
+            any_nan = any_nan | parts[p].nan
+            any_pinf = any_pinf | parts[p].pinf
+            any_ninf = any_ninf | parts[p].ninf
+            any_bad = any_bad | parts[p].bad
         ride = {
             "valid": self.i.valid,
             "dtype": ip.dtype,
@@ -89,58 +95,67 @@ class TreeReducer(wiring.Component):
         def step(values, stage):
             return {k: register(m, en, v, f"{k}_{stage}") for k, v in values.items()}
 
-        # Stage 1: largest exponent per lane (BF16), alignment distance per participant.
-        e_max = []
-        for lane in range(l16):
-            e = ip.part[0].bexp[lane]
-            for p in range(1, n):
-                e = wire(m, Mux(ip.part[p].bexp[lane] > e, ip.part[p].bexp[lane], e),
-                         f"emax0_l{lane}_p{p}")
-            e_max.append(e)
-        exps = [register(m, en, e, f"emax1_l{lane}", shape=8) for lane, e in enumerate(e_max)]
-        dist, bsig, bneg, pre, sh = {}, {}, {}, {}, {}
-        for p in range(n):
-            part = ip.part[p]
-            for lane in range(l16):
-                d = e_max[lane] - part.bexp[lane]
-                # Only distances below 40 keep any bit: saturate to 6 bits.
-                dist[p, lane] = register(m, en, Mux(d > 63, 63, d[:6]), f"dist1_p{p}_l{lane}", shape=6)
-                bsig[p, lane] = register(m, en, part.bsig[lane], f"bsig1_p{p}_l{lane}", shape=8)
-                bneg[p, lane] = register(m, en, part.bneg[lane], f"bneg1_p{p}_l{lane}")
-            for lane in range(l8):
-                pre[p, lane] = register(m, en, part.pre[lane], f"pre1_p{p}_l{lane}")
-                sh[p, lane] = register(m, en, part.sh[lane], f"sh1_p{p}_l{lane}")
-        ride = step(ride, 1)
-
-        # Stage 2: every lane's term from one shifter, (base << amount) >> 8 (arithmetic):
-        # FP16 and INT8: base = pre, amount = sh + 8, so the term is pre << sh exactly.
+        # Stage 1: largest exponent per lane (BF16) and, per participant and lane, the operand
+        # and the shift of its term: base << amount >> 8 (arithmetic).
+        # FP16 and INT8: amount = exp + 8, so the term is base << exp exactly (INT8: times ssig).
         # BF16: amount = 40 - dist gives (bsig << 32) >> dist. A negative significand must be
         # truncated towards zero, and an arithmetic shift rounds down, so for dist = 32 + k
-        # (k = 1..7, bits dropped) the base is 2**k - 1 - bsig: floor((2**k - 1 - b) / 2**k) is
-        # -floor(b / 2**k). At dist >= 40 nothing is kept.
-        is_bf16 = ride["dtype"] == DType.BF16
+        # (k = 1..7, bits dropped) the operand is base + 2**k - 1 (base = -bsig):
+        # floor((2**k - 1 - b) / 2**k) is -floor(b / 2**k). At dist >= 40 nothing is kept.
+        is_bf16 = ip.dtype == DType.BF16
+        e_max = []
+        for lane in range(l16):
+            es, level = [parts[p].exp[lane] for p in range(n)], 0
+            while len(es) > 1:   # a balanced max tree: ceil(log2 n) comparators deep
+                es = [wire(m, Mux(es[j + 1] > es[j], es[j + 1], es[j]), f"emax0_l{lane}_{level}_{j}")
+                      if j + 1 < len(es) else es[j] for j in range(0, len(es), 2)]
+                level += 1
+            e_max.append(es[0])
+        exps = [register(m, en, e, f"emax1_l{lane}", shape=8) for lane, e in enumerate(e_max)]
+        base, amount, q, ssig, ssh = {}, {}, {}, {}, {}
+        for p in range(n):
+            part = parts[p]
+            for lane in range(l16):
+                b = part.base[lane]
+                d = wire(m, e_max[lane] - part.exp[lane], f"dist1_p{p}_l{lane}", shape=8)
+                bias = Mux(d > 32, (Const(1, 8) << (d - 32)[:3]) - 1, 0)
+                bbase = Mux(d >= 40, 0, Mux(b < 0, b + bias, b))
+                base[p, lane] = register(m, en, Mux(is_bf16, bbase, b), f"base1_p{p}_l{lane}",
+                                         shape=signed(BASE_WIDTH))
+                amount[p, lane] = register(m, en, Mux(is_bf16, 40 - d, part.exp[lane] + 8)[:6],
+                                           f"amount1_p{p}_l{lane}", shape=6)
+            for lane in range(l16, l8):
+                q[p, lane] = register(m, en, part.q[lane - l16], f"q1_p{p}_l{lane}")
+            ssig[p] = register(m, en, part.ssig, f"ssig1_p{p}")
+            ssh[p] = register(m, en, part.ssh, f"ssh1_p{p}")
+        ride = step(ride, 1)
+
+        # Stage 2: the terms, each from one multiplier (a DSP) and a 3:1 multiplexer, and the first
+        # adder level. The multiplier does operand * 2**(amount mod 16): INT8 q * (ssig << f),
+        # with ssig << f formed once per participant; FP16/BF16 base * a one-hot 2**f. The
+        # multiplexer does the multiple of 16 that is left: term = (prod << 16 * c) >> 8, exact
+        # for FP16 and INT8 (amount >= 8).
+        is_int8 = ride["dtype"] == DType.INT8
         terms = {}
         for p in range(n):
+            amount_p = wire(m, ssh[p] + 8, f"samount2_p{p}", shape=6)
+            sigf = wire(m, ssig[p] << amount_p[:4], f"sigf2_p{p}", shape=26)
             for lane in range(l8):
                 if lane < l16:
-                    d = dist[p, lane]
-                    bias = Mux(d > 32, (Const(1, 8) << (d - 32)[:3]) - 1, 0)
-                    bbase = Mux(d >= 40, 0, Mux(bneg[p, lane], bias - bsig[p, lane], bsig[p, lane]))
-                    base = wire(m, Mux(is_bf16, bbase, pre[p, lane]), f"base2_p{p}_l{lane}",
-                                shape=signed(PRE_WIDTH))
-                    amount = wire(m, Mux(is_bf16, 40 - d, sh[p, lane] + 8), f"amount2_p{p}_l{lane}",
-                                  shape=6)
-                    term = (base << amount)[8:8 + TERM_WIDTH]
+                    f, c = amount[p, lane][:4], amount[p, lane][4:]
+                    onehot = (Const(1, 16) << f)[:16]
+                    a_op = Mux(is_int8, sigf, base[p, lane])
+                    b_op = Mux(is_int8, base[p, lane], onehot)
                 else:
-                    term = (pre[p, lane] << sh[p, lane])[:TERM_WIDTH]
-                terms[p, lane] = register(m, en, term.as_signed(), f"term2_p{p}_l{lane}",
-                                          shape=signed(TERM_WIDTH))
-        exps = [register(m, en, e, f"emax2_l{lane}", shape=8) for lane, e in enumerate(exps)]
-        ride = step(ride, 2)
+                    a_op, b_op, c = sigf, q[p, lane], amount_p[4:]
+                prod = wire(m, a_op * b_op, f"prod2_p{p}_l{lane}", shape=signed(PROD_WIDTH))
+                shifted = Mux(c == 0, prod, Mux(c == 1, prod << 16, prod << 32))
+                terms[p, lane] = wire(m, shifted[8:8 + TERM_WIDTH].as_signed(), f"term2_p{p}_l{lane}",
+                                      shape=signed(TERM_WIDTH))
 
         # Adder tree: one registered level per halving; an odd operand passes to the next level.
         levels = [[terms[p, lane] for p in range(n)] for lane in range(l8)]
-        stage = 3
+        stage = 2
         while len(levels[0]) > 1:
             nxt = []
             for lane, ops in enumerate(levels):
