@@ -16,8 +16,8 @@ from amaranth.utils import ceil_log2
 from ..dtype import BLOCK_ELEMENTS, DType
 
 
-__all__ = ["FLIT_WIDTHS", "TERM_WIDTH", "SUM_WIDTH", "BASE_WIDTH", "PROD_WIDTH", "check_params", "lanes16", "lanes8",
-           "block_flits", "input_layout", "output_layout", "sum_layout",
+__all__ = ["FLIT_WIDTHS", "TERM_WIDTH", "SUM_WIDTH", "BASE_WIDTH", "PROD_WIDTH", "check_params",
+           "lanes16", "lanes8", "block_flits", "input_layout", "output_layout", "sum_layout",
            "bit_length", "wire", "register", "FloatRounder"]
 
 FLIT_WIDTHS = (64, 128, 256, 512)
@@ -25,7 +25,9 @@ MIN_INPUTS, MAX_INPUTS = 2, 8
 TERM_WIDTH = 48
 SUM_WIDTH = 52
 BASE_WIDTH = 12  # FP16 +-sig (11-bit significand), BF16 +-sig (8 bits), INT8 q
-PROD_WIDTH = 35  # base * 2**f (f < 16): |.| < 2**26; INT8 q * (ssig << f): |.| <= 128 * 2047 * 2**15 < 2**34
+# A term's product before its multiple-of-16 shift, base * 2**f (f < 16): FP16/BF16 |.| < 2**26;
+# INT8 q * (ssig << f): |.| <= 128 * 2047 * 2**15 < 2**34.
+PROD_WIDTH = 35
 
 
 def check_params(n_inputs, flit_width):

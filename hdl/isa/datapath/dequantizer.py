@@ -82,7 +82,8 @@ def dequantize(m, dtype, flit, scale, flit_width, name):
         q = flit[8 * lane:8 * (lane + 1)].as_signed()
         base.append(wire(m, Mux(is_int8, q, Mux(x[15], -sig, sig)), f"{name}_base_l{lane}",
                          shape=signed(BASE_WIDTH)))
-        exp.append(wire(m, Mux(is_int8, ssh, Mux(is_bf16, bexp, fsh)), f"{name}_exp_l{lane}", shape=8))
+        exp.append(wire(m, Mux(is_int8, ssh, Mux(is_bf16, bexp, fsh)), f"{name}_exp_l{lane}",
+                        shape=8))
     return Decoded(
         base=base, exp=exp,
         q=[flit[8 * lane:8 * (lane + 1)].as_signed() for lane in range(l16, l8)],

@@ -107,8 +107,9 @@ class TreeReducer(wiring.Component):
         for lane in range(l16):
             es, level = [parts[p].exp[lane] for p in range(n)], 0
             while len(es) > 1:   # a balanced max tree: ceil(log2 n) comparators deep
-                es = [wire(m, Mux(es[j + 1] > es[j], es[j + 1], es[j]), f"emax0_l{lane}_{level}_{j}")
-                      if j + 1 < len(es) else es[j] for j in range(0, len(es), 2)]
+                es = [wire(m, Mux(es[j + 1] > es[j], es[j + 1], es[j]),
+                           f"emax0_l{lane}_{level}_{j}") if j + 1 < len(es) else es[j]
+                      for j in range(0, len(es), 2)]
                 level += 1
             e_max.append(es[0])
         exps = [register(m, en, e, f"emax1_l{lane}", shape=8) for lane, e in enumerate(e_max)]
@@ -150,8 +151,8 @@ class TreeReducer(wiring.Component):
                     a_op, b_op, c = sigf, q[p, lane], amount_p[4:]
                 prod = wire(m, a_op * b_op, f"prod2_p{p}_l{lane}", shape=signed(PROD_WIDTH))
                 shifted = Mux(c == 0, prod, Mux(c == 1, prod << 16, prod << 32))
-                terms[p, lane] = wire(m, shifted[8:8 + TERM_WIDTH].as_signed(), f"term2_p{p}_l{lane}",
-                                      shape=signed(TERM_WIDTH))
+                terms[p, lane] = wire(m, shifted[8:8 + TERM_WIDTH].as_signed(),
+                                      f"term2_p{p}_l{lane}", shape=signed(TERM_WIDTH))
 
         # Adder tree: one registered level per halving; an odd operand passes to the next level.
         levels = [[terms[p, lane] for p in range(n)] for lane in range(l8)]
