@@ -470,3 +470,20 @@ def test_parameters_rejected(kwargs, message):
 def test_parameters_type():
     with pytest.raises(TypeError, match="^n_inputs must be an integer, not '4'$"):
         check_params("4", 256)
+
+
+def test_reciprocal_division_exact():
+    """The block quantizer's INT8 division, as the hardware does it, for every normalised scale
+    significand D' and every 19-bit dividend W: the quotient estimate floor(W * R / 2**20) (9
+    bits), R from the ROM, and its correction by the remainder kept mod 2**12 give floor(W / D')
+    and W mod D' exactly. (A subnormal scale's D and W are both shifted left by the same k before
+    this, which leaves the quotient and the zero-ness of the remainder unchanged.)"""
+    from scin.hdl.isa.datapath.block_quantizer import _RECIPROCALS
+    w = np.arange(1 << 19, dtype=np.int64)
+    for d in range(1024, 2048):
+        qe = (w * _RECIPROCALS[d - 1024]) >> 20
+        assert qe.max() < 1 << 9, d
+        rem = (w - ((qe * d) & 0xFFF)) & 0xFFF
+        ge = rem >= d
+        assert np.array_equal(qe + ge, w // d), d
+        assert np.array_equal(np.where(ge, rem - d, rem), w % d), d

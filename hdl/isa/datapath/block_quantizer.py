@@ -2,12 +2,14 @@
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from ..dtype import DType, DatapathStatus
-from .common import (SUM_WIDTH, FloatRounder, wire, block_flits, check_params, lanes16, lanes8,
-                     output_layout, register, sum_layout)
+from .common import (SUM_WIDTH, FloatRounder, bit_length, block_flits, check_params,
+                     lanes16, lanes8, output_layout, register, rne_finish, rne_shift, rne_window,
+                     sum_layout, wire)
 
 
 __all__ = ["BlockQuantizer"]
@@ -17,7 +19,9 @@ _BF16_QNAN, _BF16_INF = 0x7FC0, 0x7F80
 _MAG_WIDTH = SUM_WIDTH - 1   # |V| < 2**51
 _DIV_CHUNK = 7               # quotient bits of 2M/127 per pipeline stage (the critical path)
 _LANE_MAG_WIDTH = 45         # FP16/BF16: |T| < 8 * 2**40
-_DIV_STEP_WIDTH = 14         # a non-restoring step on r >> b: |r >> b| + D < 3 * 2**11, signed
+_X_PAD = 11                  # zero bits below |V| before the output shifter (see Q1)
+#: floor(2**20 / D') for D' = 1024 + i: the reciprocals of the normalised scale significands.
+_RECIPROCALS = [(1 << 20) // (1024 + i) for i in range(1024)]
 
 
 class BlockQuantizer(wiring.Component):
@@ -31,8 +35,9 @@ class BlockQuantizer(wiring.Component):
       after reset or after a ``last`` starts one, and a ``last`` also ends a short block. Per block
       ``M = max |V|``; ``scale = RNE_fp16(M * 2**-24 / 127)``, computed exactly by long division
       (``2M / 127`` to the last bit, plus a sticky bit), saturated to 0x7BFF with OVERFLOW. Per
-      element ``q = clamp(RNE(V / S), -127, 127)`` with ``S = scale * 2**24``, by a non-restoring
-      divider with exact tie detection (``q = 0`` when ``scale == 0``). If the block has a bad
+      element ``q = clamp(RNE(V / S), -127, 127)`` with ``S = scale * 2**24``, exactly: by the
+      scale significand's reciprocal (a 1024-entry ROM) on a multiplier, corrected by the exact
+      remainder from a second multiplier (``q = 0`` when ``scale == 0``). If the block has a bad
       input scale (``bad``), every ``q`` is 0, ``scale`` = 0x7E00 and ``status`` = INVALID. Every
       flit of a block carries the block's ``scale`` and ``status``.
 
@@ -43,6 +48,10 @@ class BlockQuantizer(wiring.Component):
     block's scale is there, so the block's first flit waits for its last, the sums never ride along
     the division, and a stall anywhere is absorbed without losing a cycle (the FIFO covers the
     scale pipeline at full rate).
+
+    An FP16/BF16 lane and the INT8 element in the same lane share one shifter after the FIFO: it
+    gives FP16/BF16 rounding its guard bit, significand and sticky bit, and INT8 its quotient's
+    dividend ``W`` and the bits dropped below it.
 
     Parameters
     ----------
@@ -82,7 +91,10 @@ class BlockQuantizer(wiring.Component):
 
         # The FIFO keeps each lane's sum as sign and magnitude (s.sum holds |sum|): the magnitude
         # is needed before the FIFO (block max) and after it (rounding, division), computed once.
-        entry = data.StructLayout({"s": sum_layout(w), "neg": l8, "block_end": 1})
+        # An FP16/BF16 lane's bit length is found before the FIFO too, so that after it the
+        # rounding shift is ready in time to share the lane's shifter with the INT8 division.
+        entry = data.StructLayout({"s": sum_layout(w), "neg": l8, "block_end": 1,
+                                   "len": data.ArrayLayout(range(_LANE_MAG_WIDTH + 1), l16)})
         m.submodules.fifo = dfifo = fifo.SyncFIFOBuffered(width=entry.size, depth=self.fifo_depth)
         # Every scale in the scale pipeline or in sfifo belongs to a block whose last flit is
         # still in the data FIFO, so sfifo (as deep as the data FIFO) never overflows.
@@ -98,8 +110,12 @@ class BlockQuantizer(wiring.Component):
             m.d.sync += a_valid.eq(self.i.valid)
         a_s = register(m, en_a, ip, "a_s")   # its sums are unused (a_mag, a_neg below)
         # Two levels of the lane max tree before the register, the rest after it.
-        mags = [wire(m, Mux(ip.sum[lane] < 0, -ip.sum[lane], ip.sum[lane])[:_MAG_WIDTH], f"mag_l{lane}")
-                for lane in range(l8)]
+        # |V| = (V ^ s) + s with s = 1 for V < 0: the XOR merges into the adder's LUT, where a
+        # multiplexer between V and -V costs an inverter and a LUT per bit.
+        def magnitude(v):
+            s = v[-1]
+            return (v.as_unsigned() ^ s.replicate(len(v))) + s
+        mags = [wire(m, magnitude(ip.sum[lane])[:_MAG_WIDTH], f"mag_l{lane}") for lane in range(l8)]
         a_mag = [register(m, en_a, v, f"a_mag_l{lane}") for lane, v in enumerate(mags)]
         a_neg = register(m, en_a, Cat(*(ip.sum[lane] < 0 for lane in range(l8))), "a_neg")
 
@@ -133,6 +149,8 @@ class BlockQuantizer(wiring.Component):
             w_entry.block_end.eq(block_end),
         ]
         m.d.comb += [w_entry.s.sum[lane].eq(a_mag[lane]) for lane in range(l8)]
+        m.d.comb += [w_entry.len[lane].eq(bit_length(a_mag[lane][:_LANE_MAG_WIDTH]))
+                     for lane in range(l16)]
         with m.If(write):
             with m.If(block_end | a_s.last):
                 m.d.sync += [idx.eq(0), acc_m.eq(0), acc_bad.eq(0)]
@@ -197,85 +215,101 @@ class BlockQuantizer(wiring.Component):
         take = en_b & head_ok
         m.d.comb += [dfifo.r_en.eq(take), sfifo.r_en.eq(take & head_int8 & head.block_end)]
         info = {"valid": head_ok, "dtype": head.s.dtype, "last": head.s.last,
-                "mag": head.s.sum, "neg": head.neg, "exp": head.s.exp, "nan": head.s.nan, "pinf": head.s.pinf,
+                "mag": head.s.sum, "neg": head.neg, "len": head.len, "exp": head.s.exp, "nan": head.s.nan, "pinf": head.s.pinf,
                 "ninf": head.s.ninf, "bad": shead.bad}
         s_bits, s_sat = shead.scale, shead.ovf
         stage = 1
 
-        # FP16/BF16 lanes: round from here (two stages, results in the same stage as Q2 below).
-        rnd = []
-        is_bf16 = info["dtype"] == DType.BF16
-        for lane in range(l16):
-            c = Mux(is_bf16, 33 - info["exp"][lane], 0)
-            rnd.append(FloatRounder(m, en_b, info["mag"][lane][:_LANE_MAG_WIDTH], info["neg"][lane],
-                                    c, is_bf16, f"lane{lane}"))
-
-        # Q1: S = D << sh; W = (2|V|) >> sh, so 2V/S = W/D up to the bits in `low`; x >= 128
-        # (saturate) iff W >= D << 8 (< 2**19), that is iff W has a bit at 19 or above or its
-        # low 19 bits are >= D << 8; else 8 division steps give 2V/S. The masks of the bits
-        # dropped (below sh) and of those above W's 19 are the block's, so per lane only W's
-        # low 19 bits are shifted.
+        # Q1: S = D << sh. W = (2|V|) >> sh, so 2V/S = W/D up to the bits dropped (`low`). A
+        # subnormal scale's D (below 2**10) is normalised: D' = D << k and W = (2|V|) << k with
+        # k = 11 - bit_length(D), which leaves W/D unchanged and puts D' in [2**10, 2**11) for the
+        # reciprocal below. Both are one right shift of X = 2|V| << 10 (by sh + 10, or by
+        # 10 - k). W keeps 19 bits: every |V| of a block is at most its M, and M < 128 S unless
+        # the scale overflowed (RNE's relative error is below 2**-11 for a normal scale; for a
+        # subnormal one, M <= 127 (D + 1/2), so W < 2**19 for every D), hence W < 256 D' < 2**19.
+        # A lane with x >= 128 (saturate) shows as a quotient W / D' of 256 or more, found by the
+        # division itself, except under an overflowed scale (D = 2047, sh = 29), where |V| may
+        # reach 2**47 and W's 19 bits miss its top: those lanes are caught by |V| >= 2**47.
+        # (Normalising W costs less than shifting the reciprocal's product by k instead:
+        # measured, 268 LUTs at 64 bits.)
         s_exp, s_frac = s_bits[10:15], s_bits[:10]
-        d_val = Mux(s_exp == 0, s_frac, Cat(s_frac, 1))[:11]
-        d_sh = Mux(s_exp == 0, 0, s_exp - 1)[:5]
-        twice_w = _MAG_WIDTH + 1
-        ones = Const((1 << twice_w) - 1, twice_w)
-        low_mask = wire(m, ~(ones << d_sh)[:twice_w], "q1_low_mask", shape=twice_w)
-        high_mask = wire(m, (ones << (d_sh + 19))[:twice_w], "q1_high_mask", shape=twice_w)
+        normal = s_exp != 0
+        d_len = wire(m, bit_length(s_frac), "q1_d_len", shape=4)
+        d_val = wire(m, Mux(normal, Cat(s_frac, 1), (s_frac << (11 - d_len)[:4])[:11]),
+                     "q1_d_norm", shape=11)
+        # The shift is never negative: D = 0 (a zero scale, q = 0) is the only d_len of 0.
+        d_amt = wire(m, Mux(normal, s_exp - 1 + _X_PAD - 1, d_len - 1)[:6], "q1_d_amt", shape=6)
+        x_w = _X_PAD + _MAG_WIDTH
+        ones = Const((1 << x_w) - 1, x_w)
+        low_mask = wire(m, ~(ones << d_amt)[:x_w], "q1_low_mask", shape=x_w)
+        # The block's reciprocal R = floor(2**20 / D') (a 1024-entry ROM: a block RAM), read in
+        # Q1 for Q2.
+        m.submodules.recip = recip = Memory(shape=11, depth=1024, init=_RECIPROCALS)
+        recip_rd = recip.read_port()
+        m.d.comb += [recip_rd.addr.eq(d_val[:10]), recip_rd.en.eq(en_b)]
+        # FP16/BF16 lanes (0 to lanes16 - 1) round their sums with the same shifter (FloatRounder
+        # split in two): a right shift of X by `shift + 10` gives the guard bit and the
+        # significand (W's low 13 bits) and the sticky bit (`low`). Rounding finishes in Q2.
+        is_bf16 = info["dtype"] == DType.BF16
+        is_int8 = info["dtype"] == DType.INT8
         q1 = {}
         for lane in range(l8):
-            twice = Cat(Const(0, 1), info["mag"][lane][:_MAG_WIDTH])
-            wq = wire(m, (twice >> d_sh)[:19], f"q1w_l{lane}", shape=19)
-            sat = (twice & high_mask).any() | (wq >= (d_val << 8))
-            q1[lane] = ride({"w": wq, "low": (twice & low_mask).any(), "sat": sat,
-                             "neg": info["neg"][lane]},
+            x = Cat(Const(0, _X_PAD), info["mag"][lane][:_MAG_WIDTH])
+            fields = {}
+            if lane < l16:
+                c = Mux(is_bf16, 33 - info["exp"][lane], 0)
+                shift = wire(m, rne_shift(info["len"][lane], c, is_bf16), f"q1_shift_l{lane}",
+                             shape=signed(10))
+                amt = Mux(is_int8, d_amt, shift + _X_PAD - 1)[:6]
+                wq, low = rne_window(m, x, amt, 19, f"q1_l{lane}")
+                fields = {"ebias": (shift - c)[:10], "nz": info["len"][lane] != 0}
+            else:
+                wq = wire(m, (x >> d_amt)[:19], f"q1w_l{lane}", shape=19)
+                low = (x & low_mask).any()
+            sat = s_sat & info["mag"][lane][47:_MAG_WIDTH].any()
+            q1[lane] = ride({"w": wq, "low": low, "sat": sat, "neg": info["neg"][lane], **fields},
                             stage, en_b)
         blk = ride({"d": d_val, "scale": s_bits, "ovf": s_sat}, stage, en_b)
+        blk["r"] = recip_rd.data
         info = ride({k: info[k] for k in ("valid", "dtype", "last", "nan", "pinf", "ninf", "bad")},
                     stage, en_b)
         stage += 1
 
-        # Q2, Q3: W / D by non-restoring division, 4 quotient bits per stage: one adder per step
-        # (the partial remainder r goes negative instead of being restored; the next step adds
-        # D << b back instead of subtracting it). Quotient bit b is 1 iff r >= 0 after step b,
-        # as in restoring division; at the end the remainder is r, or r + D if r < 0.
-        # Before step b, -D << (b + 1) <= r < D << (b + 1) (when W < D << 8), so r >> b is a
-        # 13-bit signed number and r's low b bits are W's: each step adds +-D to r >> b only, in
-        # _DIV_STEP_WIDTH bits. A saturated lane's bits are don't-care: it is clamped to 127.
-        def nonrestoring(r, d, bits_from, bits_to, lane):
-            qbits = []
-            for b in range(bits_from, bits_to - 1, -1):
-                hi = r[b:].as_signed()
-                # r - s = ~(~r + s): one adder for both directions (flip = r >= 0); the XORs
-                # merge into the adders' LUTs (a mux between D and -D measured 500 LUTs more).
-                flip = Mux(hi[-1], 0, -1)
-                hi = wire(m, ((hi ^ flip) + d) ^ flip, f"qdiv_r_l{lane}_{b}",
-                          shape=signed(_DIV_STEP_WIDTH))
-                r = Cat(r[:b], hi).as_signed()
-                qbits.append(~hi[-1])
-            return r, Cat(*reversed(qbits))
+        # Q2: FP16/BF16 lanes round (results in the same stage as the division's Q2 below).
+        rnd = []
+        for lane in range(l16):
+            ql = q1[lane]
+            rnd.append(rne_finish(m, en_b, ql["w"][1:13], ql["w"][0], ql["low"], ql["ebias"],
+                                  ql["neg"], ql["nz"], info["dtype"] == DType.BF16, f"lane{lane}"))
+
+        # Q2, Q3: W / D' by the reciprocal, on two multipliers (DSPs) per lane. R = 2**20/D' - e
+        # with 0 <= e < 1 and W < 2**19, so qe = floor(W * R / 2**20) (< 2**9) is floor(W/D') or
+        # one less (W * e / 2**20 < 1/2); the exact remainder W - qe * D', in [0, 2D'), says
+        # which, and gives the sticky bit. A quotient of 256 or more is clamped to 127 below.
+        # Checked exhaustively, every D' and every W < D' << 8: tb/test_datapath.py.
         q2 = {}
         for lane in range(l8):
-            r, qh = nonrestoring(Cat(q1[lane]["w"], 0).as_signed(), blk["d"], 7, 4, lane)
-            q2[lane] = ride({"r": r, "qh": qh, "low": q1[lane]["low"], "sat": q1[lane]["sat"],
-                             "neg": q1[lane]["neg"]}, stage, en_b)
-        blk = ride(blk, stage, en_b)
+            prod = wire(m, q1[lane]["w"] * blk["r"], f"q2_wr_l{lane}", shape=30)
+            q2[lane] = ride({"qe": prod[20:29], "w": q1[lane]["w"][:12], "low": q1[lane]["low"],
+                             "sat": q1[lane]["sat"], "neg": q1[lane]["neg"]}, stage, en_b)
+        blk = ride({k: blk[k] for k in ("d", "scale", "ovf")}, stage, en_b)
         info = ride(info, stage, en_b)
         stage += 1
 
         q_out = []
-        neg_d2 = wire(m, -blk["d"], "q_neg_d2", shape=signed(12))
         for lane in range(l8):
-            r, ql = nonrestoring(q2[lane]["r"], blk["d"], 3, 0, lane)
-            q8 = Cat(ql, q2[lane]["qh"])            # floor(2|V| / S)
+            ql = q2[lane]
+            # The remainder is below 2**12, so its low 12 bits are enough.
+            rem = wire(m, (ql["w"] - (ql["qe"] * blk["d"])[:12])[:12], f"q3_rem_l{lane}", shape=12)
+            ge = rem >= blk["d"]
+            q8 = wire(m, ql["qe"] + ge, f"q3_q8_l{lane}", shape=10)  # floor(2|V| / S)
             qi, half = q8[1:], q8[0]
-            # The remainder is nonzero: r != 0, or for a negative r, r + D != 0.
-            sticky = Mux(r[-1], r != neg_d2, r.any()) | q2[lane]["low"]
+            sticky = Mux(ge, rem != blk["d"], rem != 0) | ql["low"]
             up = half & (sticky | qi[0])
-            qm = Signal(8, name=f"qm_l{lane}")
-            m.d.comb += qm.eq(Mux(q2[lane]["sat"] | ((qi + up) > 127), 127, qi + up))
+            qm = Signal(8, name=f"qm_l{lane}")   # qi >= 128 (q8 >= 256) saturates too
+            m.d.comb += qm.eq(Mux(ql["sat"] | ((qi + up) > 127), 127, qi + up))
             zero = (blk["scale"] == 0) | info["bad"]
-            q_out.append(Mux(zero, 0, Mux(q2[lane]["neg"], -qm, qm))[:8])
+            q_out.append(Mux(zero, 0, Mux(ql["neg"], -qm, qm))[:8])
 
         f_out, f_inv, f_ovf = [], [], []
         for lane in range(l16):
@@ -284,9 +318,10 @@ class BlockQuantizer(wiring.Component):
             inf = Mux(bf, _BF16_INF, _FP16_INF)
             special = Mux(nan, Mux(bf, _BF16_QNAN, _FP16_QNAN), Mux(pinf, inf, inf | 0x8000))
             invalid = nan | pinf | ninf
-            f_out.append(Mux(invalid, special, rnd[lane].bits)[:16])
+            bits, overflow = rnd[lane]
+            f_out.append(Mux(invalid, special, bits)[:16])
             f_inv.append(invalid)
-            f_ovf.append(rnd[lane].overflow & ~invalid)
+            f_ovf.append(overflow & ~invalid)
         int8 = info["dtype"] == DType.INT8
         f_status = Cat(Cat(*f_ovf).any(), Cat(*f_inv).any())
         i_status = Mux(info["bad"], DatapathStatus.INVALID.value,

@@ -9,7 +9,7 @@ Widths (N <= 8 participants, see ``docs/DATAPATH.md``):
 * ``BASE_WIDTH`` = 12: a lane's signed operand before the shift: FP16 or BF16 ``+-sig``, INT8 ``q``.
 """
 
-from amaranth.hdl import Const, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Mux, Signal, signed, unsigned
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
@@ -18,7 +18,8 @@ from ..dtype import BLOCK_ELEMENTS, DType
 
 __all__ = ["FLIT_WIDTHS", "TERM_WIDTH", "SUM_WIDTH", "BASE_WIDTH", "PROD_WIDTH", "check_params",
            "lanes16", "lanes8", "block_flits", "input_layout", "output_layout", "sum_layout",
-           "bit_length", "wire", "register", "FloatRounder"]
+           "bit_length", "wire", "register", "FloatRounder", "RNE_PAD", "rne_window",
+           "rne_shift", "rne_finish"]
 
 FLIT_WIDTHS = (64, 128, 256, 512)
 MIN_INPUTS, MAX_INPUTS = 2, 8
@@ -129,6 +130,48 @@ def register(m, en, value, name, shape=None):
     return reg
 
 
+def rne_window(m, x, amt, width, name):
+    """``x >> amt`` (its low ``width`` bits) and whether any bit of ``x`` below ``amt`` is set.
+
+    The shifter of the rounding step, shared in the block quantizer by a lane's FP16/BF16 rounding
+    and its INT8 division (which needs the same window of the same magnitude, at the block's
+    shift). Returns ``(window, low)``, both combinational.
+    """
+    xw = len(x)
+    window = wire(m, (x >> amt)[:width], f"{name}_win", shape=width)
+    below = ~(Const((1 << xw) - 1, xw) << amt)[:xw]
+    low = wire(m, (x & below).any(), f"{name}_low")
+    return window, low
+
+
+def rne_shift(length, c, is_bf16):
+    """The rounding step's shift for a magnitude of bit length ``length``:
+    ``shift = max(length - precision, c)`` (signed; the bits dropped, negative for an exact left
+    shift), with precision 8 (BF16) or 11 (FP16). See :class:`FloatRounder`."""
+    raw = length - Mux(is_bf16, 8, 11)
+    return Mux(raw > c, raw, c)
+
+
+#: Zero bits put below a magnitude before the rounding shifter, so a left shift (``shift >= -7``,
+#: see :class:`FloatRounder`) is a right shift by ``shift + RNE_PAD - 1`` like any other.
+RNE_PAD = 8
+
+
+def rne_finish(m, en, kept, guard, sticky, ebias, neg, nonzero, is_bf16, name):
+    """The last stage of :class:`FloatRounder`: round ``kept`` (the significand, before rounding)
+    to nearest even with its ``guard`` and ``sticky`` bits, add the biased exponent ``ebias`` and
+    saturate to +-Inf. Returns the registers ``(bits, overflow)`` (loaded on ``en``)."""
+    rounded = kept + (guard & (sticky | kept[0]))
+    body = Signal(20, name=f"{name}_body")
+    m.d.comb += body.eq(Mux(is_bf16, ebias << 7, ebias << 10) + rounded)
+    inf = Mux(is_bf16, 0x7F80, 0x7C00)
+    over = nonzero & (body >= inf)
+    final = Mux(~nonzero, 0, Mux(over, inf, body))[:15]
+    bits = register(m, en, ((neg & nonzero) << 15) | final, f"{name}_bits", shape=unsigned(16))
+    overflow = register(m, en, over, f"{name}_ovf")
+    return bits, overflow
+
+
 class FloatRounder:
     """Round ``(-1)**neg * mag * 2**k`` to FP16 or BF16 with round-to-nearest-even, in two
     pipeline stages (the registers of each load on ``en``).
@@ -138,7 +181,10 @@ class FloatRounder:
     ``shift = max(bit_length(mag) - precision, c)`` bits dropped (a negative ``shift`` is an exact
     left shift), and the biased exponent field is ``shift - c``. So subnormal results come out
     without a special case, and a significand that carries out lands in the next exponent by
-    plain addition.
+    plain addition. For a nonzero ``mag``, ``shift >= -7`` is required (true for FP16 with
+    ``c >= 0``, and for BF16: ``shift >= bit_length(mag) - 8``), so that, with ``RNE_PAD`` zero
+    bits below ``mag``, one right shift by ``shift + 7`` gives the guard bit and the significand
+    in every case.
 
     Parameters
     ----------
@@ -170,35 +216,17 @@ class FloatRounder:
         # Stage 1: normalise (find the leading one) and choose the quantum.
         mag = wire(m, mag, f"{name}_mag")
         length = wire(m, bit_length(mag), f"{name}_len", shape=range(width + 1))
-        prec = Mux(is_bf16, 8, 11)
-        raw = Signal(signed(10), name=f"{name}_raw")
-        m.d.comb += raw.eq(length - prec)
         shift = Signal(signed(10), name=f"{name}_shift_c")
-        m.d.comb += shift.eq(Mux(raw > c, raw, c))
+        m.d.comb += shift.eq(rne_shift(length, c, is_bf16))
         mag1 = register(m, en, mag, f"{name}_mag1")
-        neg1 = register(m, en, neg & mag.any(), f"{name}_neg1")
+        nz1 = register(m, en, mag.any(), f"{name}_nz1")
+        neg1 = register(m, en, neg, f"{name}_neg1")
         bf1 = register(m, en, is_bf16, f"{name}_bf1")
-        shift1 = register(m, en, shift, f"{name}_shift1")
+        amt1 = register(m, en, (shift + RNE_PAD - 1)[:6], f"{name}_amt1", shape=6)
         ebias1 = register(m, en, (shift - c)[:10], f"{name}_ebias1", shape=unsigned(10))
 
-        # Stage 2: drop `shift` bits with RNE (guard bit, sticky bits, ties to even) or shift left.
-        # rsh1 = shift - 1: the guard bit's position (only used when shift > 0).
-        rsh1 = wire(m, Mux(shift1 > 0, shift1 - 1, 0)[:ceil_log2(width + 1)], f"{name}_rsh1")
-        below = wire(m, ~(Const((1 << width) - 1, width) << rsh1), f"{name}_below", shape=width)
-        guard_up = wire(m, mag1 >> rsh1, f"{name}_guard_up", shape=width)
-        kept = wire(m, guard_up[1:], f"{name}_kept")
-        guard = guard_up[0]
-        sticky = (mag1 & below).any()
-        rounded = kept + (guard & (sticky | kept[0]))
-        lsh = Signal(range(16), name=f"{name}_lsh")
-        m.d.comb += lsh.eq(Mux(shift1 < 0, -shift1, 0)[:4])
-        exact = (mag1 << lsh)[:13]
-        sig = Signal(13, name=f"{name}_sig")
-        m.d.comb += sig.eq(Mux(shift1 > 0, rounded, exact))
-        body = Signal(20, name=f"{name}_body")
-        m.d.comb += body.eq(Mux(bf1, ebias1 << 7, ebias1 << 10) + sig)
-        inf = Mux(bf1, 0x7F80, 0x7C00)
-        over = mag1.any() & (body >= inf)
-        final = Mux(~mag1.any(), 0, Mux(over, inf, body))[:15]
-        self.bits = register(m, en, (neg1 << 15) | final, f"{name}_bits", shape=unsigned(16))
-        self.overflow = register(m, en, over, f"{name}_ovf")
+        # Stage 2: the guard bit and the significand from one right shift, then RNE.
+        x = Cat(Const(0, RNE_PAD), mag1)
+        win, sticky = rne_window(m, x, amt1, 13, name)
+        self.bits, self.overflow = rne_finish(m, en, win[1:], win[0], sticky, ebias1, neg1, nz1,
+                                              bf1, name)

@@ -98,12 +98,14 @@ class TreeReducer(wiring.Component):
         # Stage 1: largest exponent per lane (BF16) and, per participant and lane, the operand
         # and the shift of its term: base << amount >> 8 (arithmetic).
         # FP16 and INT8: amount = exp + 8, so the term is base << exp exactly (INT8: times ssig).
-        # BF16: amount = 40 - dist gives (bsig << 32) >> dist. A negative significand must be
-        # truncated towards zero, and an arithmetic shift rounds down, so for dist = 32 + k
-        # (k = 1..7, bits dropped) the operand is base + 2**k - 1 (base = -bsig):
-        # floor((2**k - 1 - b) / 2**k) is -floor(b / 2**k). At dist >= 40 nothing is kept.
+        # BF16: amount = 40 - dist = exp + (40 - E) gives (bsig << 32) >> dist. A negative
+        # significand must be truncated towards zero, and an arithmetic shift rounds down, so for
+        # amount = 8 - k (k = 1..7 bits dropped) the operand is base + 2**k - 1 (base = -bsig):
+        # floor((2**k - 1 - b) / 2**k) is -floor(b / 2**k). At amount <= 0 nothing is kept.
+        # FP16 and INT8 amounts are at least 8, so these two cases need no test of the dtype,
+        # and one adder per term, with a per-lane offset, makes every dtype's amount.
         is_bf16 = ip.dtype == DType.BF16
-        e_max = []
+        e_max, offset = [], []
         for lane in range(l16):
             es, level = [parts[p].exp[lane] for p in range(n)], 0
             while len(es) > 1:   # a balanced max tree: ceil(log2 n) comparators deep
@@ -112,19 +114,21 @@ class TreeReducer(wiring.Component):
                       for j in range(0, len(es), 2)]
                 level += 1
             e_max.append(es[0])
+            offset.append(wire(m, Mux(is_bf16, 40 - es[0], 8), f"offset1_l{lane}",
+                               shape=signed(10)))
         exps = [register(m, en, e, f"emax1_l{lane}", shape=8) for lane, e in enumerate(e_max)]
         base, amount, q, ssig, ssh = {}, {}, {}, {}, {}
         for p in range(n):
             part = parts[p]
             for lane in range(l16):
                 b = part.base[lane]
-                d = wire(m, e_max[lane] - part.exp[lane], f"dist1_p{p}_l{lane}", shape=8)
-                bias = Mux(d > 32, (Const(1, 8) << (d - 32)[:3]) - 1, 0)
-                bbase = Mux(d >= 40, 0, Mux(b < 0, b + bias, b))
-                base[p, lane] = register(m, en, Mux(is_bf16, bbase, b), f"base1_p{p}_l{lane}",
+                a = wire(m, part.exp[lane] + offset[lane], f"amount0_p{p}_l{lane}",
+                         shape=signed(10))
+                # 2**k - 1 with k = 8 - a, for 0 < a < 8 (b < 0 only).
+                bias = Mux((a < 8) & (b < 0), Const(0x7F, 7) >> (a[:3] - 1)[:3], 0)
+                base[p, lane] = register(m, en, Mux(a <= 0, 0, b + bias), f"base1_p{p}_l{lane}",
                                          shape=signed(BASE_WIDTH))
-                amount[p, lane] = register(m, en, Mux(is_bf16, 40 - d, part.exp[lane] + 8)[:6],
-                                           f"amount1_p{p}_l{lane}", shape=6)
+                amount[p, lane] = register(m, en, a[:6], f"amount1_p{p}_l{lane}", shape=6)
             for lane in range(l16, l8):
                 q[p, lane] = register(m, en, part.q[lane - l16], f"q1_p{p}_l{lane}")
             ssig[p] = register(m, en, part.ssig, f"ssig1_p{p}")
@@ -144,9 +148,11 @@ class TreeReducer(wiring.Component):
             for lane in range(l8):
                 if lane < l16:
                     f, c = amount[p, lane][:4], amount[p, lane][4:]
+                    # The operand base (INT8: q) is always the multiplier's B input, so only
+                    # A has a multiplexer, whose bits merge with the one-hot's decoder.
                     onehot = (Const(1, 16) << f)[:16]
-                    a_op = Mux(is_int8, sigf, base[p, lane])
-                    b_op = Mux(is_int8, base[p, lane], onehot)
+                    a_op = Mux(is_int8, sigf, onehot)
+                    b_op = base[p, lane]
                 else:
                     a_op, b_op, c = sigf, q[p, lane], amount_p[4:]
                 prod = wire(m, a_op * b_op, f"prod2_p{p}_l{lane}", shape=signed(PROD_WIDTH))
