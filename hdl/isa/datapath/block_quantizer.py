@@ -1,10 +1,9 @@
 """Block quantizer: exact sums to FP16/BF16 (RNE), or to INT8 blocks with a new FP16 scale."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2
 
 from ..dtype import DType, DatapathStatus
 from .common import (SUM_WIDTH, FloatRounder, bit_length, block_flits, check_params,
@@ -109,7 +108,6 @@ class BlockQuantizer(wiring.Component):
         with m.If(en_a):
             m.d.sync += a_valid.eq(self.i.valid)
         a_s = register(m, en_a, ip, "a_s")   # its sums are unused (a_mag, a_neg below)
-        # Two levels of the lane max tree before the register, the rest after it.
         # |V| = (V ^ s) + s with s = 1 for V < 0: the XOR merges into the adder's LUT, where a
         # multiplexer between V and -V costs an inverter and a LUT per bit.
         def magnitude(v):
@@ -128,6 +126,7 @@ class BlockQuantizer(wiring.Component):
                 level += 1
             return values
 
+        # Two levels of the lane max tree before the register, the rest after it.
         partial = [register(m, en_a, v, f"a_max_{j}", shape=_MAG_WIDTH)
                    for j, v in enumerate(max_tree(mags, "lmax", levels=2))]
         flit_max = wire(m, max_tree(partial, "fmax")[0], "flit_max")
@@ -224,9 +223,10 @@ class BlockQuantizer(wiring.Component):
         # subnormal scale's D (below 2**10) is normalised: D' = D << k and W = (2|V|) << k with
         # k = 11 - bit_length(D), which leaves W/D unchanged and puts D' in [2**10, 2**11) for the
         # reciprocal below. Both are one right shift of X = 2|V| << 10 (by sh + 10, or by
-        # 10 - k). W keeps 19 bits: every |V| of a block is at most its M, and M < 128 S unless
-        # the scale overflowed (RNE's relative error is below 2**-11 for a normal scale; for a
-        # subnormal one, M <= 127 (D + 1/2), so W < 2**19 for every D), hence W < 256 D' < 2**19.
+        # 10 - k). W keeps 19 bits: every |V| of a block is at most its M. Under a normal scale
+        # that did not overflow, M < 128 S (RNE's relative error is below 2**-11), so
+        # W < 256 D < 2**19; under a subnormal one, M <= 127 D + 63 (an error of half a unit), so
+        # W = 2|V| << k <= 2 (127 D + 63) << k < 2**19 for every D (at most 519,936, at D = 1023).
         # A lane with x >= 128 (saturate) shows as a quotient W / D' of 256 or more, found by the
         # division itself, except under an overflowed scale (D = 2047, sh = 29), where |V| may
         # reach 2**47 and W's 19 bits miss its top: those lanes are caught by |V| >= 2**47.
@@ -286,7 +286,7 @@ class BlockQuantizer(wiring.Component):
         # with 0 <= e < 1 and W < 2**19, so qe = floor(W * R / 2**20) (< 2**9) is floor(W/D') or
         # one less (W * e / 2**20 < 1/2); the exact remainder W - qe * D', in [0, 2D'), says
         # which, and gives the sticky bit. A quotient of 256 or more is clamped to 127 below.
-        # Checked exhaustively, every D' and every W < D' << 8: tb/test_datapath.py.
+        # Checked exhaustively, every D' and every 19-bit W: tb/test_datapath.py.
         q2 = {}
         for lane in range(l8):
             prod = wire(m, q1[lane]["w"] * blk["r"], f"q2_wr_l{lane}", shape=30)
