@@ -6,9 +6,9 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..dtype import DType, DatapathStatus
-from .common import (SUM_WIDTH, FloatRounder, bit_length, block_flits, check_params,
-                     lanes16, lanes8, output_layout, register, rne_finish, rne_shift, rne_window,
-                     sum_layout, wire)
+from .common import (SUM_WIDTH, FloatRounder, bit_length, block_flits, check_params, lanes16,
+                     lanes8, negate_if, output_layout, register, rne_finish, rne_shift,
+                     rne_window, sum_layout, wire)
 
 
 __all__ = ["BlockQuantizer"]
@@ -108,12 +108,8 @@ class BlockQuantizer(wiring.Component):
         with m.If(en_a):
             m.d.sync += a_valid.eq(self.i.valid)
         a_s = register(m, en_a, ip, "a_s")   # its sums are unused (a_mag, a_neg below)
-        # |V| = (V ^ s) + s with s = 1 for V < 0: the XOR merges into the adder's LUT, where a
-        # multiplexer between V and -V costs an inverter and a LUT per bit.
-        def magnitude(v):
-            s = v[-1]
-            return (v.as_unsigned() ^ s.replicate(len(v))) + s
-        mags = [wire(m, magnitude(ip.sum[lane])[:_MAG_WIDTH], f"mag_l{lane}") for lane in range(l8)]
+        mags = [wire(m, negate_if(ip.sum[lane].as_unsigned(), ip.sum[lane][-1])[:_MAG_WIDTH],
+                     f"mag_l{lane}") for lane in range(l8)]
         a_mag = [register(m, en_a, v, f"a_mag_l{lane}") for lane, v in enumerate(mags)]
         a_neg = register(m, en_a, Cat(*(ip.sum[lane] < 0 for lane in range(l8))), "a_neg")
 
@@ -214,8 +210,8 @@ class BlockQuantizer(wiring.Component):
         take = en_b & head_ok
         m.d.comb += [dfifo.r_en.eq(take), sfifo.r_en.eq(take & head_int8 & head.block_end)]
         info = {"valid": head_ok, "dtype": head.s.dtype, "last": head.s.last,
-                "mag": head.s.sum, "neg": head.neg, "len": head.len, "exp": head.s.exp, "nan": head.s.nan, "pinf": head.s.pinf,
-                "ninf": head.s.ninf, "bad": shead.bad}
+                "mag": head.s.sum, "neg": head.neg, "len": head.len, "exp": head.s.exp,
+                "nan": head.s.nan, "pinf": head.s.pinf, "ninf": head.s.ninf, "bad": shead.bad}
         s_bits, s_sat = shead.scale, shead.ovf
         stage = 1
 

@@ -18,7 +18,7 @@ from ..dtype import BLOCK_ELEMENTS, DType
 
 __all__ = ["FLIT_WIDTHS", "TERM_WIDTH", "SUM_WIDTH", "BASE_WIDTH", "PROD_WIDTH", "check_params",
            "lanes16", "lanes8", "block_flits", "input_layout", "output_layout", "sum_layout",
-           "bit_length", "wire", "register", "FloatRounder", "RNE_PAD", "rne_window",
+           "bit_length", "negate_if", "wire", "register", "FloatRounder", "RNE_PAD", "rne_window",
            "rne_shift", "rne_finish"]
 
 FLIT_WIDTHS = (64, 128, 256, 512)
@@ -112,6 +112,14 @@ def bit_length(value):
     lo, hi = value[:half], value[half:]
     hi_len, lo_len = bit_length(hi), bit_length(lo)
     return Mux(hi.any(), half + hi_len, lo_len)
+
+
+def negate_if(value, sign):
+    """``-value`` if ``sign`` else ``value``, as ``(value ^ sign...sign) + sign`` (unsigned, one bit
+    wider than ``value``; take its low bits). On a LUT + carry-chain FPGA the XOR merges into the
+    adder's LUTs, where a multiplexer between ``value`` and ``-value`` costs an inverter and a LUT
+    per bit."""
+    return (value ^ sign.replicate(len(value))) + sign
 
 
 def wire(m, value, name, shape=None):

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from amaranth.hdl import Cat, Const, Mux, Value, signed
 
 from ..dtype import DType
-from .common import BASE_WIDTH, lanes16, lanes8, wire
+from .common import BASE_WIDTH, lanes16, lanes8, negate_if, wire
 
 
 __all__ = ["Decoded", "dequantize"]
@@ -80,10 +80,7 @@ def dequantize(m, dtype, flit, scale, flit_width, name):
         sig = Mux(is_bf16, bsig, fsig)
         # INT8 element `lane` is bits [8 lane, 8 lane + 8), not the low half of x.
         q = flit[8 * lane:8 * (lane + 1)].as_signed()
-        # +-sig as (sig ^ s) + s: the XOR merges into the adder's LUT (a multiplexer between sig
-        # and -sig costs an inverter and a LUT per bit).
-        neg = x[15]
-        signed_sig = (Cat(sig, Const(0, BASE_WIDTH - len(sig))) ^ neg.replicate(BASE_WIDTH)) + neg
+        signed_sig = negate_if(Cat(sig, Const(0, BASE_WIDTH - len(sig))), x[15])
         base.append(wire(m, Mux(is_int8, q, signed_sig[:BASE_WIDTH].as_signed()),
                          f"{name}_base_l{lane}", shape=signed(BASE_WIDTH)))
         exp.append(wire(m, Mux(is_int8, ssh, Mux(is_bf16, bexp, fsh)), f"{name}_exp_l{lane}",
