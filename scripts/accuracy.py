@@ -26,7 +26,6 @@ and ``docs/accuracy.png`` and prints a Markdown table.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import sys
 from pathlib import Path
@@ -88,7 +87,7 @@ def errors(y: np.ndarray, exact: np.ndarray) -> tuple[float, float]:
     return float(np.linalg.norm(d) / np.linalg.norm(exact)), float(np.abs(d).max() / np.abs(exact).max())
 
 
-def run(participants, seeds, tokens, hidden, outliers, gain):
+def study(participants, seeds, tokens, hidden, outliers, gain):
     """Return rows (mode, N, seed, rel_l2, rel_max)."""
     rows = []
     for n_part in participants:
@@ -164,9 +163,8 @@ def plot(table, path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
-    """Command-line entry point; returns the exit status."""
-    ap = argparse.ArgumentParser(prog="scin accuracy", description=__doc__.split("\n\n")[0])
+def add_arguments(ap) -> None:
+    """The options of ``scin accuracy``."""
     ap.add_argument("--participants", type=int, nargs="+", default=[2, 4, 8, 16], metavar="N")
     ap.add_argument("--seeds", type=int, default=5, help="number of seeds (0..seeds-1); default %(default)s")
     ap.add_argument("--tokens", type=int, default=64, help="rows of activations; default %(default)s")
@@ -175,10 +173,14 @@ def main(argv=None) -> int:
     ap.add_argument("--gain", type=float, default=50.0, help="outlier channel gain; default %(default)s")
     ap.add_argument("--out-dir", type=Path, default=DOCS, help="where accuracy.csv/png go; default %(default)s")
     ap.add_argument("--no-plot", action="store_true", help="skip accuracy.png")
-    args = ap.parse_args(argv)
+
+
+def run(args) -> int:
+    """``scin accuracy``: run the study, write the CSV (and plot), print the table."""
+    from .cli import CommandError
     if any(n < 1 or n > 16 for n in args.participants):
-        ap.error("participants must be between 1 and 16")
-    rows = run(args.participants, args.seeds, args.tokens, args.hidden, args.outliers, args.gain)
+        raise CommandError("participants must be between 1 and 16", usage=True)
+    rows = study(args.participants, args.seeds, args.tokens, args.hidden, args.outliers, args.gain)
     table = summarise(rows)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     with open(args.out_dir / "accuracy.csv", "w", newline="") as f:
@@ -192,6 +194,12 @@ def main(argv=None) -> int:
           f"seeds 0..{args.seeds - 1}; median over seeds")
     print(markdown(table))
     return 0
+
+
+def main(argv=None) -> int:
+    """``python -m scin.scripts.accuracy``: the same as ``scin accuracy``."""
+    from .cli import main
+    return main(["accuracy", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

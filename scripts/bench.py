@@ -15,11 +15,9 @@ Each distinct hardware configuration (endpoints, capacity, waves) is one Verilat
 after its first use; the first sweep therefore spends much of its time compiling.
 """
 
-import argparse
 import csv
 import dataclasses
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,8 +26,9 @@ from ..sim.allreduce import (AllReduceConfig, parse_size, run_allreduce, plan_pa
                              CLOCK_MHZ)
 from ..sim.models import LinkModel, nvls_cycles, ring_cycles
 from ..sim.toolchain import REPO_ROOT
+from .docs_section import current_commit, rewrite_section
 
-BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+SECTION = "bench"
 SIZES = ["64B", "256B", "1KiB", "4KiB", "16KiB", "64KiB", "256KiB", "1MiB"]
 LARGE_SIZES = ["4MiB", "16MiB"]
 LINK_LIMIT = 128 / 129
@@ -48,7 +47,7 @@ def _ints(text):
     try:
         return [int(s) for s in text.split(",") if s]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, not {text!r}")
+        raise ValueError(f"expected comma-separated integers, not {text!r}") from None
 
 
 def plan(args):
@@ -78,9 +77,23 @@ def plan(args):
     return runs
 
 
-def _commit():
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          cwd=REPO_ROOT).stdout.strip() or "unknown"
+def flit_bytes(cfg):
+    """Bytes per flit of the fabric an :class:`AllReduceConfig` configures."""
+    from ..hdl.packet import FabricParams
+    return FabricParams.default_for(flit_width=cfg.flit_width, ports=cfg.endpoints).flit_bytes
+
+
+def efficiency(cfg, cycles):
+    """The efficiency of an All-Reduce of ``cfg`` that took ``cycles``: its size (16-bit form) over
+    what the link moves in that time, one flit of the configured width per cycle."""
+    return cfg.size / (cycles * flit_bytes(cfg))
+
+
+def link_model(cfg):
+    """The :class:`LinkModel` of the modelled NVLS and ring figures for runs like ``cfg``: the
+    same latencies and flit width as the measured system."""
+    return LinkModel(one_way_latency=cfg.one_way_latency, mem_latency=cfg.mem_latency,
+                     flit_bytes=flit_bytes(cfg))
 
 
 def read_csv(path):
@@ -107,14 +120,15 @@ def merge_rows(old, new):
 def run_all(runs, seeds, log=print):
     """Run every configuration over ``seeds`` seeds; return one row per configuration (medians)."""
     rows = []
-    commit = _commit()
+    commit = current_commit()
     started = time.monotonic()
     for k, run in enumerate(runs, 1):
         part = run["part"]
         fields = {key: value for key, value in run.items() if key != "part"}
+        cfg = AllReduceConfig(**fields)
         reports = []
         for seed in range(1, seeds + 1):
-            report = run_allreduce(AllReduceConfig(seed=seed, **fields), log=lambda *_: None)
+            report = run_allreduce(dataclasses.replace(cfg, seed=seed), log=lambda *_: None)
             if not report["match"] or report["status"] != report["expected_status"]:
                 raise RuntimeError(f"{fields} seed {seed}: result differs from the golden model or "
                                    f"has an unexpected status (run in {report['run_dir']})")
@@ -123,7 +137,7 @@ def run_all(runs, seeds, log=print):
         row = {"part": part, "dtype": run["dtype"], "size": run["size"], "endpoints": run["endpoints"],
                "capacity": run["capacity"], "waves": run["outstanding"], "seed": seeds,
                "cycles": cycles, "us": round(cycles / CLOCK_MHZ, 3),
-               "efficiency": round(run["size"] / (cycles * 32), 4),
+               "efficiency": round(efficiency(cfg, cycles), 4),
                "wall_s": round(statistics.median(r["wall_seconds"] for r in reports), 1),
                "sim_cps": reports[0].get("sim_cycles_per_second"),
                "commit": commit}
@@ -215,12 +229,12 @@ def section(rows, plots, args, elapsed, link, out_rel):
     commits = sorted({str(r.get("commit", "unknown")) for r in rows})
     merged = (" Rows of earlier runs were kept (`--merge`); each row's commit is in bench.csv."
               if args.merge else "")
-    lines = [BEGIN, "## Sweep (`scin bench`)", "",
+    lines = ["## Sweep (`scin bench`)", "",
              f"Command: `scin bench {' '.join(args.argv)}` (Verilator, commit(s) {', '.join(commits)}, "
              f"{elapsed:.0f} s for this run, {args.seeds} seed(s) per point, median).{merged} One-way latency "
              f"{link.one_way_latency} cycles, memory read latency {link.mem_latency} cycles, "
              f"{8 * link.flit_bytes}-bit flits at {CLOCK_MHZ} MHz, ORDERED flags. Efficiency = size / "
-             "(cycles x 32 B), size in its 16-bit form. NVLS and ring figures are **modelled** "
+             f"(cycles x {link.flit_bytes} B), size in its 16-bit form. NVLS and ring figures are **modelled** "
              "(`scin.sim.models`, same link parameters); SCIN figures are **measured**.", "",
              "| part | dtype | size | endpoints | table | waves | cycles | us | efficiency | "
              "NVLS model (cycles) | ring model (cycles) | stall_slot | stall_data |",
@@ -234,23 +248,11 @@ def section(rows, plots, args, elapsed, link, out_rel):
             f"{r.get('c_stall_data', '')} |")
     lines.append("")
     lines += [f"![{p}]({out_rel}/{p})" for p in plots]
-    lines.append(END)
     return "\n".join(lines)
 
 
-def update_doc(path, text):
-    path = Path(path)
-    old = path.read_text() if path.exists() else "# Performance\n"
-    if BEGIN in old and END in old:
-        new = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
-
-
-def build_parser():
-    p = argparse.ArgumentParser(prog="scin bench", description=__doc__.splitlines()[0],
-                                epilog="Example: scin bench --parts size --dtypes fp16 --sizes 4KiB,1MiB")
+def add_arguments(p):
+    """The options of ``scin bench``."""
     p.add_argument("--parts", default=",".join(PARTS),
                    help="which sweeps to run, comma-separated from %(default)s")
     p.add_argument("--sizes", default=",".join(SIZES), help="message sizes (default: %(default)s)")
@@ -280,33 +282,26 @@ def build_parser():
                    help="keep the rows of the existing bench.csv that this run does not redo, so "
                         "parts can be run one at a time")
     p.add_argument("--dry-run", action="store_true", help="list the runs and exit")
-    return p
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = argv
-    try:
-        args.parts = [s for s in args.parts.split(",") if s]
-        bad = sorted(set(args.parts) - set(PARTS))
-        if bad:
-            raise ValueError(f"unknown part(s) {', '.join(bad)}; choose from {', '.join(PARTS)}")
-        if args.seeds < 1:
-            raise ValueError(f"--seeds must be at least 1, not {args.seeds}")
-        runs = plan(args)
-        for run in runs:  # validate every configuration before spending an hour on the first
-            cfg = AllReduceConfig(**{k: v for k, v in run.items() if k != "part"})
-            hardware = dataclasses.asdict(cfg)
-            hardware.update(mem_size=memory_map(cfg)[1])
-            plan_params(hardware)
-    except ValueError as exc:
-        print(f"scin bench: error: {exc}", file=sys.stderr)
-        return 2
+def run(args):
+    """``scin bench``: run the sweep, write the CSV, the plots and the doc section."""
+    from .cli import CommandError
+    args.parts = [s for s in args.parts.split(",") if s]
+    bad = sorted(set(args.parts) - set(PARTS))
+    if bad:
+        raise ValueError(f"unknown part(s) {', '.join(bad)}; choose from {', '.join(PARTS)}")
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be at least 1, not {args.seeds}")
+    runs = plan(args)
+    for spec in runs:  # validate every configuration before spending an hour on the first
+        cfg = AllReduceConfig(**{k: v for k, v in spec.items() if k != "part"})
+        hardware = dataclasses.asdict(cfg)
+        hardware.update(mem_size=memory_map(cfg)[1])
+        plan_params(hardware)
     if args.dry_run:
-        for k, run in enumerate(runs, 1):
-            print(f"[{k}/{len(runs)}] {run}")
+        for k, spec in enumerate(runs, 1):
+            print(f"[{k}/{len(runs)}] {spec}")
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -314,12 +309,9 @@ def main(argv=None):
     try:
         rows = run_all(runs, args.seeds, log=lambda line: print(line, flush=True))
     except RuntimeError as exc:
-        print(f"scin bench: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("scin bench: interrupted", file=sys.stderr)
-        return 130
-    link = LinkModel()
+        raise CommandError(str(exc), status=1) from None   # a wrong result, not a bad option
+    # Every run of a sweep has the same link (only the sizes, groups and tables vary).
+    link = link_model(AllReduceConfig())
     if args.merge and (out / "bench.csv").exists():
         rows = merge_rows(read_csv(out / "bench.csv"), rows)
     write_csv(rows, out / "bench.csv")
@@ -329,9 +321,15 @@ def main(argv=None):
     except ValueError:
         out_rel = out.resolve().as_posix()
     text = section(rows, plots, args, time.monotonic() - started, link, out_rel)
-    update_doc(args.doc, text)
+    rewrite_section(args.doc, SECTION, text)
     print(f"wrote {out / 'bench.csv'}, {', '.join(plots)} and the bench section of {args.doc}")
     return 0
+
+
+def main(argv=None):
+    """``python -m scin.scripts.bench``: the same as ``scin bench``."""
+    from .cli import main
+    return main(["bench", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

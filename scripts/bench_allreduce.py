@@ -6,23 +6,22 @@ each configuration is run over a few seeds only to show that the data does not c
 the table gives the median.
 """
 
-import argparse
 import statistics
-import subprocess
 import sys
 import time
 
 from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, CLOCK_MHZ
 from ..sim.toolchain import REPO_ROOT
+from .bench import efficiency, flit_bytes
+from .docs_section import current_commit, rewrite_section, section_block
 
-BEGIN, END = "<!-- bench-allreduce:begin -->", "<!-- bench-allreduce:end -->"
-HOPS_BEGIN, HOPS_END = "<!-- hops:begin -->", "<!-- hops:end -->"
+SECTION, HOPS_SECTION = "bench-allreduce", "hops"
 HOP_SIZES = ["64B", "256B", "1KiB", "4KiB"]
 DEFAULT_CASES = ["fp16:64B", "fp16:1KiB", "fp16:4KiB", "fp16:64KiB", "fp16:1MiB", "bf16:1MiB",
                  "int8:4KiB", "int8:1MiB"]
 
 
-def hop_floor(latency, mem_latency, size, flit_bytes=32):
+def hop_floor(latency, mem_latency, size, flit_bytes):
     """Cycles the hops alone cost with ORDERED flags: arrival, read request, read response, write
     (the flag rides behind it) = 4 one-way trips, one memory read, and the serialisation of one
     maximum-size packet (the first slot must stream in, the last must stream out, and these overlap
@@ -31,8 +30,8 @@ def hop_floor(latency, mem_latency, size, flit_bytes=32):
     return 4 * latency + mem_latency + (flits + 1)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="scin bench-allreduce", description=__doc__.splitlines()[0])
+def add_arguments(parser):
+    """The options of ``scin bench-allreduce``."""
     parser.add_argument("cases", nargs="*", default=DEFAULT_CASES,
                         help="dtype:size pairs (default: %(default)s)")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per case (default: 2)")
@@ -43,7 +42,10 @@ def main(argv=None):
     parser.add_argument("--hops", action="store_true",
                         help="instead: trace fp16 64 B, 256 B, 1 KiB and 4 KiB hop by hop (Icarus) and "
                              "write the hop table (between the hops markers)")
-    args = parser.parse_args(argv)
+
+
+def run(args):
+    """``scin bench-allreduce``: run the cases (or ``--hops``), print and write the table."""
     if args.hops:
         return hops_table(args)
 
@@ -64,21 +66,21 @@ def main(argv=None):
             reports.append(report)
         cycles = statistics.median(r["cycles"] for r in reports)
         rows.append({"dtype": dtype, "size": size, "cycles": cycles,
-                     "us": cycles / CLOCK_MHZ, "eff": size / (cycles * 32),
-                     "floor": hop_floor(args.latency, args.mem_latency, size),
+                     "us": cycles / CLOCK_MHZ, "eff": efficiency(cfg, cycles),
+                     "flit_bytes": flit_bytes(cfg),
+                     "floor": hop_floor(args.latency, args.mem_latency, size, flit_bytes(cfg)),
                      "counters": reports[0]["counters"], "params": reports[0]["params"],
                      "wall": statistics.median(r["wall_seconds"] for r in reports)})
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=REPO_ROOT).stdout.strip() or "unknown"
+    commit = current_commit()
     prm = rows[0]["params"]
-    lines = [BEGIN, "## All-Reduce on the 4-endpoint system (`scin bench-allreduce`)", "",
+    lines = ["## All-Reduce on the 4-endpoint system (`scin bench-allreduce`)", "",
              f"Command: `scin bench-allreduce --seeds {args.seeds}` (Verilator, commit {commit}, "
              f"{time.monotonic() - started:.0f} s). Paper latency model: one-way endpoint-to-switch "
              f"latency {args.latency} cycles, endpoint memory read latency {args.mem_latency} cycles; "
              f"ISA wave table {prm['capacity'] // 1024} KiB per participant regulated as "
              f"{prm['outstanding']} waves; {prm['flag_mode'].upper()} completion flags; "
              f"{prm['flit_width']}-bit flits at {CLOCK_MHZ:.0f} MHz. Latency: last arrival write leaving its endpoint to "
-             "last completion flag seen; efficiency = size / (cycles x 32 B), size in its 16-bit form "
+             f"last completion flag seen; efficiency = size / (cycles x {rows[0]['flit_bytes']} B), size in its 16-bit form "
              "(INT8: the FP16-equivalent size). Median over seeds (the timing does not depend on "
              "the data).", "",
              "| dtype | size | cycles | us | efficiency | hop floor (cycles) | stall_data | stall_slot | stall_tx | sim wall (s) |",
@@ -89,11 +91,11 @@ def main(argv=None):
                      f"{r['eff']:.3f} | {r['floor']} | {c['stall_data']} | {c['stall_slot']} | "
                      f"{c['stall_tx']} | {r['wall']:.1f} |")
     lines += ["", "Hop floor: 4 one-way trips (arrival, read request, read response, write with "
-              "the flag right behind it) + one memory read + one packet's serialisation.", END]
-    text = "\n".join(lines)
-    print(text)
+              "the flag right behind it) + one memory read + one packet's serialisation."]
     doc = REPO_ROOT / args.doc if not args.doc.startswith("/") else args.doc
-    _update(doc, text)
+    body = "\n".join(lines)
+    print(section_block(SECTION, body))
+    rewrite_section(doc, SECTION, body)
     return 0
 
 
@@ -111,9 +113,8 @@ def hops_table(args):
             print(f"MISMATCH at {size}: {report['run_dir']}", file=sys.stderr)
             return 1
         reports.append(report)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=REPO_ROOT).stdout.strip() or "unknown"
-    lines = [HOPS_BEGIN, "## Small messages hop by hop (`scin bench-allreduce --hops`)", "",
+    commit = current_commit()
+    lines = ["## Small messages hop by hop (`scin bench-allreduce --hops`)", "",
              f"Command: `scin bench-allreduce --hops` (Icarus, commit {commit}, "
              f"{time.monotonic() - started:.0f} s; the same cycles as Verilator: the design is "
              f"deterministic). fp16, 4 endpoints, one-way latency {args.latency} cycles, memory "
@@ -135,23 +136,17 @@ def hops_table(args):
                                                for r in reports) + " | latency of the All-Reduce |")
     lines.append("| over the floor | " + " | ".join(f"{total(r, 'cycles') - total(r, 'floor')}"
                                                     for r in reports) + " | the RTL's own cycles |")
-    lines.append(HOPS_END)
-    text = "\n".join(lines)
-    print(text)
     doc = REPO_ROOT / args.doc if not args.doc.startswith("/") else args.doc
-    _update(doc, text, HOPS_BEGIN, HOPS_END)
+    body = "\n".join(lines)
+    print(section_block(HOPS_SECTION, body))
+    rewrite_section(doc, HOPS_SECTION, body)
     return 0
 
 
-def _update(path, section, begin=BEGIN, end=END):
-    from pathlib import Path
-    path = Path(path)
-    old = path.read_text() if path.exists() else "# Performance\n"
-    if begin in old and end in old:
-        new = old[:old.index(begin)] + section + old[old.index(end) + len(end):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(new)
+def main(argv=None):
+    """``python -m scin.scripts.bench_allreduce``: the same as ``scin bench-allreduce``."""
+    from .cli import main
+    return main(["bench-allreduce", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

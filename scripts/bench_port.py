@@ -12,7 +12,6 @@ Run: ``python -m scin.scripts.bench_port`` (or ``scin bench-port``); ``--no-writ
 ``docs/PERFORMANCE.md`` alone.
 """
 
-import argparse
 import json
 import statistics
 import sys
@@ -26,12 +25,12 @@ from cocotb.triggers import ClockCycles
 from scin.hdl.packet import FabricParams, MsgClass
 
 
-__all__ = ["main", "run_bench"]
+__all__ = ["main", "add_arguments", "run", "run_bench"]
 
 PARAMS = FabricParams(flit_width=64, addr_width=16, tag_width=8, max_payload=1024)
 PAYLOAD_FLITS = 128
 CORE_SOURCES = (1, 2)
-BEGIN, END = "<!-- bench-port:begin -->", "<!-- bench-port:end -->"
+SECTION = "bench-port"
 
 
 # -- cocotb side: runs inside the simulator ---------------------------------------------------------
@@ -80,20 +79,8 @@ def summarize(windows):
             "core": statistics.median(core), "min": min(rate), "max": max(rate), "runs": len(rate)}
 
 
-def _write_doc(path, section):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = path.read_text() if path.exists() else "# Performance\n"
-    block = f"{BEGIN}\n{section.rstrip()}\n{END}"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    path.write_text(text)
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="scin bench-port", description=__doc__.split("\n\n")[0])
+def add_arguments(parser):
+    """The options of ``scin bench-port``."""
     parser.add_argument("--latency", type=int, default=70, help="one-way link latency (cycles)")
     parser.add_argument("--credits", type=int, nargs="+", default=[256, 145, 128, 64],
                         help="credit values to sweep (the first is the headline)")
@@ -103,8 +90,10 @@ def main(argv=None):
     parser.add_argument("--doc", default=None, help="file to update (default docs/PERFORMANCE.md)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    args = parser.parse_args(argv)
 
+
+def run(args):
+    """``scin bench-port``: run every scenario, print the table and write the doc section."""
     from scin.hdl.transport import credits_for_full_rate, TRANSPORT_LATENCY
     from scin.sim.toolchain import REPO_ROOT
     w = MsgClass.WRITE.value
@@ -168,9 +157,16 @@ def main(argv=None):
     print(section)
     if not args.no_write:
         doc = Path(args.doc) if args.doc else REPO_ROOT / "docs" / "PERFORMANCE.md"
-        _write_doc(doc, section)
+        from .docs_section import rewrite_section
+        rewrite_section(doc, SECTION, section)
         print(f"wrote {doc}", file=sys.stderr)
     return 0
+
+
+def main(argv=None):
+    """``python -m scin.scripts.bench_port``: the same as ``scin bench-port``."""
+    from .cli import main
+    return main(["bench-port", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

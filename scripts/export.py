@@ -19,7 +19,8 @@ from ..hdl.toplevel import toplevel_ports
 from ..sim.runner import extra_sources, verilog_for
 
 
-__all__ = ["select_blocks", "port_list", "export_verilog"]
+__all__ = ["select_blocks", "port_list", "export_verilog", "fabric_arguments", "fabric_params",
+           "add_arguments", "run"]
 
 
 def select_blocks(names=None, synthesizable=False):
@@ -71,3 +72,35 @@ def export_verilog(out_dir, params, names=None, log=print):
             (out_dir / extra.name).write_text(extra.read_text())
             log(f"{'':16s} {out_dir / extra.name}  (instantiated by {name})")
     return written
+
+
+# -- `scin verilog` ---------------------------------------------------------------------------------
+
+def fabric_arguments(parser):
+    """The fabric options shared by ``scin verilog``, ``synth`` and ``lint``."""
+    group = parser.add_argument_group("fabric parameters")
+    group.add_argument("--ports", type=int, default=4, metavar="N",
+                       help="switch ports / endpoints (default: 4)")
+    group.add_argument("--flit-width", type=int, default=256, metavar="BITS",
+                       choices=(64, 128, 256, 512), help="flit width in bits (default: 256)")
+
+
+def fabric_params(args):
+    """The :class:`~scin.hdl.packet.FabricParams` that :func:`fabric_arguments`' options give."""
+    from ..hdl.packet import FabricParams
+    return FabricParams.default_for(flit_width=args.flit_width, ports=args.ports)
+
+
+def add_arguments(p):
+    """The options of ``scin verilog``."""
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--block", action="append", metavar="NAME",
+                   help="only this block (repeatable; default: all)")
+    fabric_arguments(p)
+
+
+def run(args):
+    """``scin verilog``: write every selected block's Verilog and port description."""
+    written = export_verilog(args.out, fabric_params(args), args.block)
+    print(f"wrote {len(written)} block(s) to {args.out}")
+    return 0

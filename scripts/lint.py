@@ -12,7 +12,8 @@ from ..sim.toolchain import setup_environment
 from .export import select_blocks
 
 
-__all__ = ["LINT_WAIVERS", "lint_verilog", "yosys_check", "lint_blocks"]
+__all__ = ["LINT_WAIVERS", "lint_verilog", "yosys_check", "lint_blocks", "add_arguments",
+           "run"]
 
 #: (flag, reason). Kept short on purpose: each entry is a class of warning that Amaranth's Verilog
 #: output produces by construction and that does not indicate a design problem.
@@ -85,3 +86,18 @@ def lint_blocks(params, names=None, log=print):
             log(check_output)
         all_ok &= ok and checked
     return all_ok
+
+
+# -- `scin lint` ------------------------------------------------------------------------------------
+
+def add_arguments(p):
+    """The options of ``scin lint``."""
+    from .export import fabric_arguments
+    p.add_argument("--block", action="append", metavar="NAME", help="only this block (repeatable)")
+    fabric_arguments(p)
+
+
+def run(args):
+    """``scin lint``: exit status 1 if any selected block fails either linter."""
+    from .export import fabric_params
+    return 0 if lint_blocks(fabric_params(args), args.block) else 1

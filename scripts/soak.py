@@ -6,21 +6,12 @@ it holds, 1 otherwise, 2 on bad options or a simulation that did not complete (a
 with the collective it stopped at). See ``sim/soak.py`` and ``docs/RELIABILITY.md``.
 """
 
-import argparse
 import json
 import sys
 
 
-def build_parser():
-    p = argparse.ArgumentParser(
-        prog="scin soak",
-        description="Randomised soak: COUNT collectives drawn from SEED (dtype, size 64 B to "
-                    "MAX_SIZE, participant group, in place or not, arrival stalls, ordinary "
-                    "traffic, AXI DECERR faults and bad descriptors) on one simulated system "
-                    "with reordered memory responses; every result checked against the golden "
-                    "model, every fault against its expected ERROR flag.",
-        epilog="Replay a failure with the command the run prints at its end (the same seed and "
-               "every option that shapes the draw). Example: scin soak --count 40 --seed 7")
+def add_arguments(p):
+    """The options of ``scin soak``."""
     p.add_argument("--count", type=int, default=20, help="collectives (default: 20)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
     p.add_argument("--endpoints", type=int, default=4, help="endpoints, 2-8 (default: 4)")
@@ -37,7 +28,12 @@ def build_parser():
     p.add_argument("--in-order", action="store_true",
                    help="memories answer reads in order (default: reordered across IDs)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    return p
+
+
+def build_parser():
+    """The stand-alone parser of ``scin soak`` (``prog="scin soak"``)."""
+    from .cli import command_parser
+    return command_parser("soak")
 
 
 def replay_command(args):
@@ -56,23 +52,16 @@ def replay_command(args):
     return " ".join(parts)
 
 
-def main(argv=None):
+def run(args):
+    """``scin soak``: run the soak ``args`` describe; print its summary (text or ``--json``)."""
     from ..sim.allreduce import parse_size
     from ..sim.soak import SoakConfig, run_soak
-    args = build_parser().parse_args(argv)
-    try:
-        cfg = SoakConfig(count=args.count, seed=args.seed, endpoints=args.endpoints, sim=args.sim,
-                         fault_rate=args.fault_rate, traffic_rate=args.traffic_rate,
-                         reorder=not args.in_order, max_size=parse_size(args.max_size),
-                         groups=args.groups)
-        log = (lambda *a: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
-        summary = run_soak(cfg, log=log)
-    except (ValueError, RuntimeError) as exc:
-        print(f"scin soak: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("scin soak: interrupted", file=sys.stderr)
-        return 130
+    cfg = SoakConfig(count=args.count, seed=args.seed, endpoints=args.endpoints, sim=args.sim,
+                     fault_rate=args.fault_rate, traffic_rate=args.traffic_rate,
+                     reorder=not args.in_order, max_size=parse_size(args.max_size),
+                     groups=args.groups)
+    log = (lambda *a: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
+    summary = run_soak(cfg, log=log)
     if args.json:
         print(json.dumps(summary))
         return 0 if summary["passed"] else 1
@@ -93,6 +82,12 @@ def main(argv=None):
     print(f"result: {'PASS' if summary['passed'] else 'FAIL'} (replay: {replay_command(args)}; "
           f"run directory {summary['run_dir']})")
     return 0 if summary["passed"] else 1
+
+
+def main(argv=None):
+    """``python -m scin.scripts.soak``: the same as ``scin soak``."""
+    from .cli import main
+    return main(["soak", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

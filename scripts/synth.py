@@ -28,7 +28,7 @@ from ..sim.toolchain import setup_environment
 
 
 __all__ = ["TARGETS", "synthesize", "synthesize_by_module", "count_resources", "workdir_for",
-           "report_name"]
+           "report_name", "add_arguments", "run"]
 
 TARGETS = {
     "xcup":  "synth_xilinx -family xcup -flatten -noiopad -noclkbuf",
@@ -149,3 +149,63 @@ def _read_stat(stat_path, top, target):
     design = stat.get("design") or stat["modules"][f"\\{top}"]
     cells = {name.lstrip("$").lstrip("\\"): n for name, n in design.get("num_cells_by_type", {}).items()}
     return count_resources(target, cells), cells
+
+
+# -- `scin synth` -----------------------------------------------------------------------------------
+
+def add_arguments(p):
+    """The options of ``scin synth``."""
+    from .export import fabric_arguments
+    p.add_argument("--target", choices=("xcup", "ecp5", "ice40"), default="xcup",
+                   help="xcup: AMD UltraScale+ (the prototype's XCVU13P); ecp5; ice40 (default: xcup)")
+    p.add_argument("--json", action="store_true",
+                   help='print one JSON object: {"target", "modules": {name: {lut, ff, bram36, dsp}}, "total"}')
+    p.add_argument("--block", action="append", metavar="NAME",
+                   help="only this block (repeatable; default: every synthesizable block)")
+    p.add_argument("--by-module", action="store_true",
+                   help="keep the hierarchy and report every submodule's own cells (xcup only; "
+                        "slightly higher totals than flattened, no cross-module optimisation)")
+    fabric_arguments(p)
+
+
+def run(args):
+    """``scin synth``: synthesize every selected block and print the resource table (or JSON)."""
+    import sys
+    import time
+    from .export import fabric_params, select_blocks
+    from ..sim.runner import verilog_for
+    params = fabric_params(args)
+    blocks = select_blocks(args.block, synthesizable=True)
+    if args.by_module and args.target != "xcup":
+        raise ValueError(f"--by-module is for --target xcup, not {args.target}")
+    results = {}
+    for i, (name, (factory, _)) in enumerate(blocks.items()):
+        if not args.json:
+            print(f"[{i + 1}/{len(blocks)}] synthesizing {name} for {args.target}"
+                  f"{' (not flattened)' if args.by_module else ''} ...", file=sys.stderr, flush=True)
+        start = time.monotonic()
+        path = verilog_for(lambda: factory(params), name, repr(params))
+        workdir = workdir_for(path, name, args.target)
+        if args.by_module:
+            for module, resources in synthesize_by_module(path, name, args.target, workdir).items():
+                if module != "total":
+                    results[module] = resources
+        else:
+            results[name], _ = synthesize(path, name, args.target, workdir)
+        if not args.json:
+            print(f"      done in {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
+    total = {key: sum(r[key] for r in results.values()) for key in ("lut", "ff", "bram36", "dsp")}
+    if args.json:
+        print(json.dumps({"target": args.target, "flit_width": params.flit_width,
+                          "ports": params.ports, "flattened": not args.by_module,
+                          "modules": results, "total": total}))
+    else:
+        how = ("each module's own cells, hierarchy kept" if args.by_module
+               else "each block synthesized on its own, flattened")
+        print(f"target {args.target}, {params.ports} ports, {params.flit_width}-bit flits "
+              f"(Yosys counts; {how})")
+        width = max([20] + [len(n) for n in results])
+        print(f"{'module':{width}s} {'LUT':>9s} {'FF':>9s} {'BRAM36':>8s} {'DSP':>6s}")
+        for name, r in list(results.items()) + [("total", total)]:
+            print(f"{name:{width}s} {r['lut']:9d} {r['ff']:9d} {r['bram36']:8.1f} {r['dsp']:6d}")
+    return 0

@@ -1,0 +1,110 @@
+"""``scin allreduce``: one All-Reduce on the simulated system, checked against the golden model.
+
+The simulation itself is :func:`scin.sim.allreduce.run_allreduce`; this module is its command line:
+the options, the text report and the exit status (0 pass, 1 mismatch or unexpected status).
+"""
+
+import json
+import sys
+
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(p):
+    """The options of ``scin allreduce``."""
+    p.add_argument("--endpoints", type=int, default=4, help="endpoints / switch ports, 2-8 (default: 4)")
+    p.add_argument("--dtype", choices=("fp16", "bf16", "int8"), default="fp16",
+                   help="element type; int8 is INQ: INT8 + one FP16 scale per 64 elements (default: fp16)")
+    p.add_argument("--size", default="4KiB",
+                   help="message size in its 16-bit form (elements x 2 bytes) for every dtype, "
+                        "e.g. 64B, 4KiB, 1MiB (default: 4KiB)")
+    p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
+                   help="simulator (default: verilator)")
+    p.add_argument("--seed", type=int, default=1, help="random seed of the data (default: 1)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (match, endpoints, dtype, size_bytes, elements, cycles, "
+                        "latency_us, efficiency, status, per_endpoint, counters, ...)")
+    p.add_argument("--save", metavar="DIR",
+                   help="write ep{i}_in.npy, ep{i}_out.npy (+ ep{i}_in_scales.npy, "
+                        "ep{i}_out_scales.npy for int8) and report.json into DIR")
+    p.add_argument("--waves", action="store_true", help="record a waveform and print its path")
+    p.add_argument("--trace", action="store_true",
+                   help="break the latency down hop by hop against the latency model's floor "
+                        "(Icarus, one fp16/bf16 packet per participant: at most 4KiB)")
+    timing = p.add_argument_group("latency model and ISA configuration")
+    timing.add_argument("--latency", type=int, default=90,
+                        help="one-way endpoint-to-switch latency in cycles (default: 90 = 360 ns)")
+    timing.add_argument("--mem-latency", type=int, default=40,
+                        help="endpoint memory read latency in cycles (default: 40 = 160 ns)")
+    timing.add_argument("--reorder", action="store_true",
+                        help="endpoint memories return reads out of order across IDs")
+    timing.add_argument("--capacity", default="32KiB",
+                        help="wave-table capacity per participant (default: 32KiB)")
+    timing.add_argument("--outstanding", type=int, default=8,
+                        help="outstanding waves k: the table is regulated as k waves of capacity/k "
+                             "(default: 8)")
+    timing.add_argument("--flag-mode", choices=("ordered", "acked"), default="ordered",
+                        help="ordered: completion flag right behind the data; acked: after every "
+                             "write response, as in the paper (default: ordered)")
+    timing.add_argument("--replays", type=int, default=1,
+                        help="run the captured descriptor this many times (default: 1)")
+
+
+def _status_text(status):
+    from ..hdl.isa.descriptor import FlagStatus
+    if status == 0:
+        return "ok"
+    return "|".join(flag.name.lower() for flag in FlagStatus if status & flag.value) or str(status)
+
+
+def run(args):
+    """Run the All-Reduce ``args`` describe; print the report (text or ``--json``)."""
+    from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, CLOCK_MHZ
+    cfg = AllReduceConfig(endpoints=args.endpoints, dtype=args.dtype, size=parse_size(args.size),
+                          seed=args.seed, sim=args.sim, one_way_latency=args.latency,
+                          mem_latency=args.mem_latency, reorder=args.reorder,
+                          capacity=parse_size(args.capacity), outstanding=args.outstanding,
+                          flag_mode=args.flag_mode, replays=args.replays, trace=args.trace)
+    log = (lambda *a, **k: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    report = run_allreduce(cfg, save=args.save, waves=args.waves, log=log)
+    ok = report["match"] and report["status"] == report["expected_status"]
+    if args.json:
+        print(json.dumps(report))
+        return 0 if ok else 1
+    print(f"SCIN All-Reduce: {cfg.endpoints} endpoints, {cfg.dtype}, {cfg.size} B "
+          f"({cfg.elements} elements), {cfg.sim}, seed {cfg.seed}")
+    for e in report["per_endpoint"]:
+        print(f"  endpoint {e['endpoint']}: {'match   ' if e['match'] else 'MISMATCH'} "
+              f"flag generation {e['flag_generation']}, status {_status_text(e['flag_status'])}, "
+              f"seen {e['flag_cycle']} cycles after the last arrival"
+              + ("" if e["match"] else f" ({e['mismatched_bytes']} bytes differ)"))
+    t = report["cycles"]
+    print(f"latency     {t} cycles = {report['latency_us']:.2f} us at {CLOCK_MHZ} MHz"
+          + (f" (replays: {report['replay_cycles']})" if cfg.replays > 1 else ""))
+    print(f"efficiency  {report['efficiency']:.3f} ({cfg.size} B / ({t} cycles x "
+          f"{cfg.flit_width // 8} B/cycle))")
+    print(f"status      {_status_text(report['status'])} (golden model: "
+          f"{_status_text(report['expected_status'])})")
+    c = report["counters"]
+    print("counters    " + ", ".join(f"{k}={v}" for k, v in c.items() if v))
+    print(f"parameters  one-way latency {cfg.one_way_latency} cycles, memory latency "
+          f"{cfg.mem_latency} cycles, wave table {cfg.capacity} B in {cfg.outstanding} waves, "
+          f"flags {cfg.flag_mode}{', reordered reads' if cfg.reorder else ''}")
+    if report.get("hops"):
+        print(f"hops        {'hop':20s} {'cycles':>6s} {'floor':>6s} {'over':>5s}  port  covers")
+        for h in report["hops"]:
+            port = "-" if h["port"] is None else str(h["port"])
+            print(f"            {h['hop']:20s} {h['cycles']:6d} {h['floor']:6d} "
+                  f"{h['cycles'] - h['floor']:5d}  {port:>4s}  {h['covers']}")
+        total = sum(h["cycles"] for h in report["hops"])
+        floor = sum(h["floor"] for h in report["hops"])
+        print(f"            {'total':20s} {total:6d} {floor:6d} {total - floor:5d}")
+    if report.get("waveform"):
+        print(f"waveform    {report['waveform']}")
+    if args.save:
+        print(f"saved       {args.save}/ep*_in.npy, ep*_out.npy, report.json")
+    cps = report.get("sim_cycles_per_second")
+    print(f"result      {'PASS: every endpoint bit-exact with the golden model' if ok else 'FAIL'} "
+          f"({report['wall_seconds']:.1f} s wall" + (f"; simulation {cps:,} cycles/s" if cps else "") + ")")
+    return 0 if ok else 1
