@@ -1,13 +1,14 @@
 """The `scin` command: help, parameter errors, Verilog export, synthesis JSON."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from scin.scripts.cli import main
+from scin.scripts.cli import COMMANDS, CommandError, main
 
 
 def run(*argv):
@@ -18,10 +19,132 @@ def run(*argv):
 
 
 def test_help_lists_every_command():
+    """`scin --help` (the installed entry point's module, in a subprocess) lists every registered
+    command with its one-line help."""
     code, out, _ = run("--help")
     assert code == 0
-    for command in ("allreduce", "verilog", "synth", "lint"):
-        assert command in out
+    assert len(COMMANDS) >= 11
+    listed = re.sub(r"\s+", "", out)    # argparse re-flows the lines (and breaks at hyphens)
+    for name, command in COMMANDS.items():
+        assert re.search(rf"^    {re.escape(name)}\b", out, re.M), name
+        assert re.sub(r"\s+", "", command.help) in listed, name
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_answers_help(name, capsys):
+    """`scin NAME --help` works for every registered command: it imports the command's module,
+    adds its options and prints its usage and description."""
+    with pytest.raises(SystemExit) as exit_info:
+        main([name, "--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0
+    assert out.startswith(f"usage: scin {name} ")
+    assert re.sub(r"\s+", "", COMMANDS[name].description) in re.sub(r"\s+", "", out)
+    assert "--help" in out
+
+
+def test_every_command_is_in_the_cli_doc():
+    """docs/CLI.md's command table has one row per registered command, and no other."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "CLI.md").read_text()
+    table = text[text.index("## Commands"):]
+    table = table[:table.index("\n## ", 1)]
+    rows = re.findall(r"^\| `scin ([a-z-]+)` \| `(\w+)` \|", table, re.M)
+    assert rows == [(name, command.module) for name, command in COMMANDS.items()]
+
+
+def test_unknown_command_is_a_usage_error():
+    code, out, err = run("nonesuch")
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1].startswith("scin: error: argument COMMAND: invalid choice: 'nonesuch'")
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_rejects_a_bad_option_in_one_line(name, capsys):
+    """A bad option value or an unknown option: argparse's usage and one error line naming the
+    command, exit status 2, for every registered command."""
+    with pytest.raises(SystemExit) as exit_info:
+        main([name, "--no-such-option", "1"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.startswith(f"usage: scin {name}")
+    assert re.fullmatch(rf"scin {re.escape(name)}: error: .*", err.splitlines()[-1])
+    assert "Traceback" not in err
+
+
+def test_bad_option_value_is_one_line():
+    code, out, err = run("allreduce", "--endpoints", "four")
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1] == "scin allreduce: error: argument --endpoints: invalid int value: 'four'"
+
+
+@pytest.mark.parametrize("exc, status, line", [
+    (ValueError("bad value"), 2, "scin soak: error: bad value"),
+    (RuntimeError("tool failed"), 2, "scin soak: error: tool failed"),
+    (CommandError("wrong result", status=1), 1, "scin soak: error: wrong result"),
+    (KeyboardInterrupt(), 130, "scin soak: interrupted"),
+])
+def test_registry_turns_failures_into_one_line_and_a_status(exc, status, line, monkeypatch, capsys):
+    """Every command's run goes through the registry's error handling (here: soak's, replaced)."""
+    from scin.scripts import soak
+
+    def fail(args):
+        assert args.argv == ["--count", "3"] and args.count == 3
+        raise exc
+    monkeypatch.setattr(soak, "run", fail)
+    assert main(["soak", "--count", "3"]) == status
+    assert capsys.readouterr().err == line + "\n"
+
+
+def test_usage_error_prints_the_usage_first(capsys):
+    assert main(["build"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("usage: scin build ")
+    assert err[-1].startswith("scin build: error: --board is required; valid boards: ")
+
+
+@pytest.mark.parametrize("flit_width, flit_bytes", [(64, 8), (128, 16), (256, 32), (512, 64)])
+def test_efficiency_uses_the_configured_flit_width(flit_width, flit_bytes):
+    """Efficiency = size / (cycles x flit bytes of the configured fabric): a 64-bit-flit run moves
+    8 bytes per cycle, not 32; the modelled link and the hop floor use the same width."""
+    from scin.scripts.bench import efficiency, link_model
+    from scin.scripts.bench_allreduce import hop_floor
+    from scin.sim.allreduce import AllReduceConfig
+    cfg = AllReduceConfig(size=4096, flit_width=flit_width)
+    assert efficiency(cfg, 4096 // flit_bytes) == 1.0
+    assert efficiency(cfg, 1000) == 4096 / (1000 * flit_bytes)
+    assert link_model(cfg).flit_bytes == flit_bytes
+    assert hop_floor(90, 40, 4096, flit_bytes) == 4 * 90 + 40 + 4096 // flit_bytes + 1
+
+
+def test_rewrite_section_replaces_only_its_section(tmp_path):
+    from scin.scripts.docs_section import rewrite_section
+    doc = tmp_path / "docs" / "PERF.md"
+    assert rewrite_section(doc, "bench", "table 1", title="Perf") == \
+        "<!-- bench:begin -->\ntable 1\n<!-- bench:end -->"
+    assert doc.read_text() == "# Perf\n\n<!-- bench:begin -->\ntable 1\n<!-- bench:end -->\n"
+    doc.write_text("# Perf\n\nintro\n\n<!-- bench:begin -->\nold\n<!-- bench:end -->\n\nnotes\n")
+    rewrite_section(doc, "hops", "hop table")
+    rewrite_section(doc, "bench", "table 2")
+    assert doc.read_text() == ("# Perf\n\nintro\n\n<!-- bench:begin -->\ntable 2\n<!-- bench:end -->"
+                               "\n\nnotes\n\n<!-- hops:begin -->\nhop table\n<!-- hops:end -->\n")
+
+
+@pytest.mark.parametrize("text", ["<!-- bench:begin -->\nno end\n",
+                                  "<!-- bench:end -->\n<!-- bench:begin -->\n"])
+def test_rewrite_section_refuses_unpaired_markers(tmp_path, text):
+    from scin.scripts.docs_section import rewrite_section
+    doc = tmp_path / "doc.md"
+    doc.write_text(text)
+    with pytest.raises(ValueError, match="'bench' section's markers are unpaired or out of order"):
+        rewrite_section(doc, "bench", "new")
+    assert doc.read_text() == text
+
+
+def test_current_commit(tmp_path):
+    from scin.scripts.docs_section import current_commit
+    assert re.fullmatch(r"[0-9a-f]{7,40}", current_commit())
+    assert current_commit(cwd=tmp_path) == "unknown"
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -144,7 +267,7 @@ def test_allreduce_trace_breaks_the_latency_down_hop_by_hop():
     hops = report["hops"]
     assert [h["hop"] for h in hops] == [name for name, _ in HOP_NAMES]
     assert sum(h["cycles"] for h in hops) == report["cycles"]
-    assert sum(h["floor"] for h in hops) == hop_floor(90, 40, 256)
+    assert sum(h["floor"] for h in hops) == hop_floor(90, 40, 256, 32)
     assert all(h["cycles"] >= h["floor"] for h in hops), hops
     code, _, err = run("allreduce", "--size", "256B", "--trace")
     assert code == 2 and "trace needs the icarus simulator" in err and "Traceback" not in err
