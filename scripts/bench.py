@@ -5,7 +5,7 @@ one progress line per run, and writes:
 
 * ``bench.csv``: one row per run (every parameter and every counter);
 * ``latency.png`` (latency against size, log-log), ``efficiency.png`` (efficiency against size,
-  with the 128/129 link limit and the paper's 92.4% drawn in), ``waves.png`` (efficiency against
+  with the link limit (128/129 at 256-bit flits) and the paper's 92.4% drawn in), ``waves.png`` (efficiency against
   outstanding waves, the paper's wave-regulation experiment) and ``speedup.png`` (measured SCIN
   against modelled NVLS and ring All-Reduce, :mod:`scin.sim.models`);
 * a section of ``docs/PERFORMANCE.md`` between the ``bench`` markers: the table, the plots, the
@@ -24,14 +24,13 @@ from pathlib import Path
 
 from ..sim.allreduce import (AllReduceConfig, parse_size, run_allreduce, plan_params, memory_map,
                              CLOCK_MHZ)
-from ..sim.models import LinkModel, nvls_cycles, ring_cycles
+from ..sim.models import PACKET_BYTES, LinkModel, nvls_cycles, ring_cycles
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
 
 SECTION = "bench"
 SIZES = ["64B", "256B", "1KiB", "4KiB", "16KiB", "64KiB", "256KiB", "1MiB"]
 LARGE_SIZES = ["4MiB", "16MiB"]
-LINK_LIMIT = 128 / 129
 PAPER_EFFICIENCY = 0.924
 PARTS = ("size", "waves", "capacity", "endpoints")
 CSV_FIELDS = ["part", "dtype", "size", "endpoints", "capacity", "waves", "seed", "cycles", "us",
@@ -94,6 +93,13 @@ def link_model(cfg):
     same latencies and flit width as the measured system."""
     return LinkModel(one_way_latency=cfg.one_way_latency, mem_latency=cfg.mem_latency,
                      flit_bytes=flit_bytes(cfg))
+
+
+def link_limit(link):
+    """The highest efficiency a link can reach: of every 4 KiB packet's 1 header + P payload flits,
+    P carry data (P = 128 at 32-byte flits). Returns ``(P, P / (P + 1))``."""
+    payload = PACKET_BYTES // link.flit_bytes
+    return payload, payload / (payload + 1)
 
 
 def read_csv(path):
@@ -183,7 +189,8 @@ def plot(rows, out, link):
         plt.close(fig)
         written.append(name)
 
-    limits = [(LINK_LIMIT, {"color": "k", "ls": "--"}, "link limit 128/129")]
+    payload, limit = link_limit(link)
+    limits = [(limit, {"color": "k", "ls": "--"}, f"link limit {payload}/{payload + 1}")]
     size_rows = [r for r in rows if r["part"] in ("size", "endpoints")]
     series = sorted({(r["dtype"], r["endpoints"]) for r in size_rows})
 

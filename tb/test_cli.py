@@ -107,13 +107,15 @@ def test_usage_error_prints_the_usage_first(capsys):
 def test_efficiency_uses_the_configured_flit_width(flit_width, flit_bytes):
     """Efficiency = size / (cycles x flit bytes of the configured fabric): a 64-bit-flit run moves
     8 bytes per cycle, not 32; the modelled link and the hop floor use the same width."""
-    from scin.scripts.bench import efficiency, link_model
+    from scin.scripts.bench import efficiency, link_limit, link_model
     from scin.scripts.bench_allreduce import hop_floor
     from scin.sim.allreduce import AllReduceConfig
     cfg = AllReduceConfig(size=4096, flit_width=flit_width)
     assert efficiency(cfg, 4096 // flit_bytes) == 1.0
     assert efficiency(cfg, 1000) == 4096 / (1000 * flit_bytes)
     assert link_model(cfg).flit_bytes == flit_bytes
+    payload = 4096 // flit_bytes
+    assert link_limit(link_model(cfg)) == (payload, payload / (payload + 1))
     assert hop_floor(90, 40, 4096, flit_bytes) == 4 * 90 + 40 + 4096 // flit_bytes + 1
 
 
