@@ -20,7 +20,7 @@ B/R). Randomness is seeded and logged (``SCIN_SEED`` replays).
 Configurations: the 64-bit bus (64 KiB in the ``storage="sim"`` RAM, reordered responses,
 5-cycle latency) and the shipped 256-bit block (``scin verilog --block axi_memory``: the bridge's
 bus, 64 KiB of ``lib.memory``, 40-cycle latency, in order), each on Verilator and Icarus. Icarus
-runs a quarter of the rounds: it is about half as fast and the cocotbext-axi drivers do Python
+runs a sixth of the rounds: it is about half as fast and the cocotbext-axi drivers do Python
 work every cycle. Verilator takes about a minute per configuration after its build.
 """
 
@@ -443,7 +443,7 @@ def test_axi_memory_conformance(sim, width):
     from scin.hdl.endpoint.harness import FlatAxiMemory
     params, kwargs = CONFIGS[width]
     make = lambda: FlatAxiMemory(params, size=MEM_SIZE, **kwargs)
-    rounds = 24 if sim == "verilator" else 6
+    rounds = 24 if sim == "verilator" else 4
     run_cocotb(verilog_path=verilog_for(make, "flat_axi_memory", f"{params!r},{MEM_SIZE},{kwargs!r}"),
                top="flat_axi_memory", test_module=cocotb_module(__file__), sim=sim,
                testcase=["master_random", "raw_bursts"],
