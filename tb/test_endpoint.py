@@ -130,7 +130,8 @@ class MemoryTb:
         return out
 
     def resp_for(self, addr, length, size):
-        return Resp.DECERR if addr + ((length + 1) << size) > self.size else Resp.OKAY
+        base = addr & ~((1 << size) - 1)   # AXI: the extent starts at the aligned address
+        return Resp.DECERR if base + ((length + 1) << size) > self.size else Resp.OKAY
 
     def write(self, id, addr, length, size=5):
         p = MEMORY_AXI

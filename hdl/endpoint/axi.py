@@ -23,7 +23,8 @@ __all__ = ["AxiParams", "Burst", "Resp", "axi_signature", "poll_signature", "Fla
 
 
 class Burst(enum.Enum, shape=2):
-    """AXI ``axburst``."""
+    """AXI ``axburst``. The fourth encoding, 0b11, is reserved (:class:`AxiMemory` answers it
+    with SLVERR); a field of this shape holding it compares unequal to every member."""
     FIXED = 0
     INCR  = 1
     WRAP  = 2

@@ -21,19 +21,59 @@ MIN_LATENCY = 3
 REORDER_SPREAD = 32
 
 
-def next_beat_addr(m, addr, size):
-    """Address of the next beat of an INCR burst: aligned down to ``1 << size``, plus ``1 << size``."""
+#: Beats of a legal WRAP burst (AMBA AXI4, A3.4.1); any other length answers SLVERR.
+WRAP_LENGTHS = (2, 4, 8, 16)
+#: Longest legal FIXED burst, in beats (AMBA AXI4, A3.4.1); a longer one answers SLVERR.
+FIXED_MAX_BEATS = 16
+#: Bits of a WRAP burst's wrap mask: 16 beats of the widest (128-byte) beat span 2 KiB.
+WRAP_MASK_BITS = 12
+
+
+def wrap_mask(m, len_, size):
+    """``((len + 1) << size) - 1``: the address bits that a WRAP burst of ``len + 1`` beats of
+    ``1 << size`` bytes steps through (meaningful for a legal WRAP length only)."""
+    mask = Signal(WRAP_MASK_BITS)
+    m.d.comb += mask.eq(((len_[:4] + 1) << size) - 1)
+    return mask
+
+
+def next_beat_addr(m, addr, size, burst, wmask):
+    """Address of the next beat of a burst (AMBA AXI4, A3.4.2): INCR steps from the start aligned
+    down to ``1 << size``; WRAP does the same within the ``wmask + 1``-byte container, returning to
+    its bottom at the top; FIXED (and the reserved encoding, which moves no data) stays put."""
     step = Signal(8)
     low = Signal(8)
     m.d.comb += [step.eq(Const(1, 8) << size), low.eq(step - 1)]
-    return addr - (addr[:8] & low) + step
+    incr = Signal.like(addr)
+    m.d.comb += incr.eq(addr - (addr[:8] & low) + step)
+    w = WRAP_MASK_BITS
+    wrapped = Cat((addr[:w] & ~wmask) | (incr[:w] & wmask), addr[w:])
+    return Mux(burst == Burst.INCR, incr, Mux(burst == Burst.WRAP, wrapped, addr))
 
 
-def burst_resp(params, mem_size, ax):
-    """The response of a whole burst, decided when its address is accepted: SLVERR for a WRAP or
-    multi-beat FIXED burst or a beat wider than the bus, DECERR if any byte lies outside memory."""
-    end = ax.addr + ((ax.len + 1) << ax.size)
-    bad = (((ax.burst != Burst.INCR) & (ax.len != 0)) | (ax.size > params.size_max))
+def burst_resp(m, params, mem_size, ax):
+    """The response of a whole burst, decided when its address is accepted.
+
+    SLVERR for a burst AXI4 does not allow: a beat wider than the bus, the reserved burst type
+    0b11, a FIXED burst of more than 16 beats, a WRAP burst whose length is not 2, 4, 8 or 16 or
+    whose start is not aligned to the beat size. Otherwise DECERR if any byte of the burst's
+    extent lies at or beyond ``mem_size``, the extent being, from the start address *aligned down
+    to the beat size*: ``len + 1`` beats (INCR), one beat (FIXED) or the wrap container (WRAP).
+    Otherwise OKAY."""
+    step = Signal(8)
+    low = Signal(8)
+    m.d.comb += [step.eq(Const(1, 8) << ax.size), low.eq(step - 1)]
+    base = Signal.like(ax.addr)
+    m.d.comb += base.eq(ax.addr - (ax.addr[:8] & low))
+    wmask = wrap_mask(m, ax.len, ax.size)
+    burst = ax.burst.as_value()
+    wrap_ok = Cat(*(ax.len == n - 1 for n in WRAP_LENGTHS)).any() & ((ax.addr[:8] & low) == 0)
+    bad = ((ax.size > params.size_max) | (burst == 0b11)
+           | ((ax.burst == Burst.FIXED) & (ax.len >= FIXED_MAX_BEATS))
+           | ((ax.burst == Burst.WRAP) & ~wrap_ok))
+    end = Mux(ax.burst == Burst.INCR, base + ((ax.len + 1) << ax.size),
+              Mux(ax.burst == Burst.FIXED, base + step,
+                  Cat(ax.addr[:WRAP_MASK_BITS] & ~wmask, ax.addr[WRAP_MASK_BITS:]) + wmask + 1))
     return Mux(bad, Resp.SLVERR, Mux(end > mem_size, Resp.DECERR, Resp.OKAY))
 
 
@@ -55,10 +95,26 @@ class AxiMemory(wiring.Component):
       is honoured; W beats wait for their AW (``wready`` low until it has arrived; a W beat may go in
       the same cycle as its AW); B responses come back in AW order. AW is buffered so the next
       burst's W beats follow the previous ``wlast`` without a gap.
-    * Bursts are INCR of 1-256 beats of any ``size`` up to the bus width (narrow beats step the
-      address by ``1 << size``); FIXED bursts of one beat are treated as INCR. WRAP and multi-beat
-      FIXED bursts answer SLVERR and touch nothing. A burst with any byte at or beyond ``size``
-      answers DECERR on every beat (read data zero) and writes nothing.
+    * **Bursts** (AMBA AXI4 A3.4; the full table is in docs/ARCHITECTURE.md, "AxiMemory as an AXI4
+      subordinate"): INCR of 1-256 beats, FIXED of 1-16 beats (every beat at the start address),
+      WRAP of 2, 4, 8 or 16 beats from a start aligned to the beat size, each of any ``size`` up
+      to the bus width. The start address may be unaligned: the first beat goes to it, the
+      following beats to the start aligned down to ``1 << size`` plus ``k << size``. ``wstrb`` is
+      applied as given to the addressed bus word (a manager asserts only the beat's byte lanes);
+      R beats carry the whole bus word. Anything else answers **SLVERR** on every beat (read data
+      zero) and writes nothing: the reserved burst type 0b11, WRAP of another length or from an
+      unaligned start, FIXED of more than 16 beats, a beat wider than the bus.
+    * **DECERR**: a burst whose extent, counted from its start aligned down to the beat size
+      (``len + 1`` beats for INCR, one beat for FIXED, the wrap container for WRAP), has any byte
+      at or beyond ``size`` answers DECERR on every beat (read data zero) and writes nothing, also
+      the part that is in range. With a memory of at least 4 KiB no legal AXI4 burst is partly in
+      range. An INCR burst that crosses a 4 KB boundary (not allowed by AXI4) is carried out
+      linearly across it. SLVERR takes precedence over DECERR.
+    * **Exclusive access** is not supported: there is no ``AxLOCK`` input, an exclusive access
+      arrives as a normal one (or with its ``AxLOCK`` ignored, as in
+      :class:`~scin.hdl.endpoint.harness.FlatAxiMemory`) and is answered ``OKAY``, never
+      ``EXOKAY``, which AXI4 (A7.2) defines as "exclusive access not supported". ``AxCACHE``,
+      ``AxPROT``, ``AxQOS``, ``AxREGION`` and ``AxUSER`` are ignored.
     * **Backdoor** (for testbenches; not AXI): ``load`` writes ``data`` at word index ``addr``, one
       word per cycle, taking the write port from W for that cycle. ``dump_req`` takes a word index
       and ``dump_data`` returns that word, one per cycle, in order.
@@ -157,14 +213,15 @@ class AxiMemory(wiring.Component):
         # A combinational-read FIFO: an AW accepted in cycle t is the head in cycle t + 1, so W
         # beats that follow right behind it (a bridge streaming packets) never wait.
         aw_layout = data.StructLayout({"id": p.id_width, "addr": p.addr_width, "size": 3,
-                                       "resp": Resp})
+                                       "burst": Burst, "wrap": WRAP_MASK_BITS, "resp": Resp})
         m.submodules.aw_fifo = aw_fifo = SyncFIFO(width=aw_layout.size, depth=4)
         m.submodules.b_fifo = b_fifo = SyncFIFOBuffered(width=p.b_layout.size, depth=4)
         aw_in = Signal(aw_layout)
         m.d.comb += [
             aw_in.id.eq(axi.aw.payload.id), aw_in.addr.eq(axi.aw.payload.addr),
-            aw_in.size.eq(axi.aw.payload.size),
-            aw_in.resp.eq(burst_resp(p, self._size, axi.aw.payload)),
+            aw_in.size.eq(axi.aw.payload.size), aw_in.burst.eq(axi.aw.payload.burst),
+            aw_in.wrap.eq(wrap_mask(m, axi.aw.payload.len, axi.aw.payload.size)),
+            aw_in.resp.eq(burst_resp(m, p, self._size, axi.aw.payload)),
             aw_fifo.w_data.eq(aw_in), axi.aw.ready.eq(aw_fifo.w_rdy),
         ]
         # Fall-through: with the FIFO empty, a W beat may go in the same cycle as its AW.
@@ -187,7 +244,7 @@ class AxiMemory(wiring.Component):
             m.d.comb += [wport.addr.eq(cur_addr[lsb:]), wport.data.eq(axi.w.payload.data),
                          wport.en.eq(axi.w.payload.strb)]
         with m.If(w_fire):
-            m.d.sync += [w_addr.eq(next_beat_addr(m, cur_addr, head.size)),
+            m.d.sync += [w_addr.eq(next_beat_addr(m, cur_addr, head.size, head.burst, head.wrap)),
                          w_first.eq(axi.w.payload.last)]
             with m.If(axi.w.payload.last):
                 b_in = Signal(p.b_layout)
@@ -200,8 +257,8 @@ class AxiMemory(wiring.Component):
         n = self._outstanding
         cnt_width = bits_for(self._latency + REORDER_SPREAD)
         slot_layout = data.StructLayout({
-            "id": p.id_width, "addr": p.addr_width, "len": 8, "size": 3, "resp": Resp,
-            "cnt": cnt_width,  # cycles still to wait before the burst may start
+            "id": p.id_width, "addr": p.addr_width, "len": 8, "size": 3, "burst": Burst,
+            "resp": Resp, "cnt": cnt_width,  # cycles still to wait before the burst may start
             "dep": n,          # older waiting bursts that must go first (same ID, or all in order)
         })
         valid = Signal(n)
@@ -217,7 +274,8 @@ class AxiMemory(wiring.Component):
         # The burst being returned, copied out of its slot when picked.
         act_valid = Signal()
         act = Signal(data.StructLayout({"id": p.id_width, "addr": p.addr_width, "len": 8,
-                                        "size": 3, "resp": Resp}))
+                                        "size": 3, "burst": Burst, "wrap": WRAP_MASK_BITS,
+                                        "resp": Resp}))
         s1_valid = Signal()
         s1 = Signal(data.StructLayout({"id": p.id_width, "resp": Resp, "last": 1}))
         advance = axi.r.ready | ~s1_valid
@@ -253,7 +311,7 @@ class AxiMemory(wiring.Component):
                 ar = axi.ar.payload
                 m.d.sync += [
                     valid[i].eq(1), s.id.eq(ar.id), s.addr.eq(ar.addr), s.len.eq(ar.len),
-                    s.size.eq(ar.size), s.resp.eq(burst_resp(p, self._size, ar)),
+                    s.size.eq(ar.size), s.burst.eq(ar.burst), s.resp.eq(burst_resp(m, p, self._size, ar)),
                     s.cnt.eq(self._latency - MIN_LATENCY + extra),
                     s.dep.eq(same & ~picked),
                 ]
@@ -263,17 +321,22 @@ class AxiMemory(wiring.Component):
             m.d.sync += [s1_valid.eq(act_valid), s1.id.eq(act.id), s1.resp.eq(act.resp),
                          s1.last.eq(act.len == 0)]
             with m.If(act_valid):
-                m.d.sync += [act.addr.eq(next_beat_addr(m, act.addr, act.size)),
+                m.d.sync += [act.addr.eq(next_beat_addr(m, act.addr, act.size, act.burst, act.wrap)),
                              act.len.eq(act.len - 1)]
         with m.Else():
             m.d.comb += rport.en.eq(0)
+        # The picked slot, muxed once, so its wrap mask is computed once rather than per slot.
+        chosen = Signal(slot_layout)
+        for i in range(n):
+            with m.If(pick_idx == i):
+                m.d.comb += chosen.eq(slots[i])
         with m.If(can_pick):
             m.d.sync += act_valid.eq(pick)
-            for i in range(n):
-                with m.If(pick & (pick_idx == i)):
-                    m.d.sync += [act.id.eq(slots[i].id), act.addr.eq(slots[i].addr),
-                                 act.len.eq(slots[i].len), act.size.eq(slots[i].size),
-                                 act.resp.eq(slots[i].resp)]
+            with m.If(pick):
+                m.d.sync += [act.id.eq(chosen.id), act.addr.eq(chosen.addr), act.len.eq(chosen.len),
+                             act.size.eq(chosen.size), act.burst.eq(chosen.burst),
+                             act.wrap.eq(wrap_mask(m, chosen.len, chosen.size)),
+                             act.resp.eq(chosen.resp)]
         m.d.comb += [
             axi.r.valid.eq(s1_valid), axi.r.payload.id.eq(s1.id), axi.r.payload.resp.eq(s1.resp),
             axi.r.payload.last.eq(s1.last),
