@@ -20,12 +20,12 @@ from scin.hdl.isa import (IsaParams, Op, DType, ReadKind, check_descriptor, desc
 from scin.hdl.isa.barrier import BarrierManager
 from scin.hdl.isa.feeder import Feeder
 from scin.hdl.isa.instruction_buffer import InstructionBuffer
-from scin.hdl.isa.interfaces import job_layout, message_layout
+from scin.hdl.isa.interfaces import flag_request_layout, job_layout, message_layout
 from scin.hdl.isa.read_issuer import ReadIssuer
 from scin.hdl.isa.table_manager import TableManager
 from scin.hdl.isa.wave_controller import DescriptorCheck, Watchdog
 from scin.hdl.isa.wave_table import WaveTable
-from scin.hdl.isa.writeback import WriteTags
+from scin.hdl.isa.writeback import WriteBack, WriteTags
 from scin.hdl.packet import FabricParams, MsgClass, Opcode, Status
 
 
@@ -650,6 +650,81 @@ def test_write_tags_accept_only_current_responses():
         assert not ctx.get(dut.outstanding)
         assert not await wresp(ctx, 1, tags[1])       # late: its entry was freed by the abort
         assert ctx.get(dut.counters.unknown_wresps) == 7
+
+    _run(dut, bench)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [DType.FP16, DType.INT8])
+def test_write_back_multicasts_results_scales_and_flags(mode, dtype):
+    rng = _rng(f"writeback{dtype.name}", mode)
+    p = IsaParams()
+    f = p.fabric
+    dut = WriteBack(p)
+    idle, stall = _pauses(mode)
+    mask = 0b1101
+    msg = dict(dtype=dtype, mask=mask, bytes=0, src_addr=0, src_scale_addr=0,
+               dst_addr=0x100000, dst_scale_addr=0x200000)
+    jobs = [dict(slot=1, seq=0, bytes=256, last=0), dict(slot=2, seq=1, bytes=128, last=1)]
+    job_src = Source(dut.job, rng, idle)
+    job_src.queue = [pack(job_layout(p), j) for j in jobs]
+    flag_src = Source(dut.flag, rng, idle)
+    dp = Source(dut.dp, rng, idle)
+    wr = [Sink(dut.wr[i], rng, stall) for i in range(f.ports)]
+    block_flits = 64 * 8 // f.flit_width
+    expect = []                                       # per packet: (addr, length, body)
+    for j in jobs:
+        n = j["bytes"] // f.flit_bytes
+        data = [rng.getrandbits(f.flit_width) for _ in range(n)]
+        scales = [rng.getrandbits(16) for _ in range(n // block_flits)]
+        for k, d in enumerate(data):
+            dp.queue.append(pack(dut.dp.payload.shape(), dtype=dtype, data=d, last=int(k == n - 1),
+                                 scale=scales[k // block_flits] if k % block_flits == 0 else 0,
+                                 status=1 if (j["seq"], k) == (1, 2) else 0))
+        expect.append((msg["dst_addr"] + j["seq"] * f.max_payload, j["bytes"], data))
+        if dtype == DType.INT8:
+            word = sum(sc << (16 * b) for b, sc in enumerate(scales))
+            expect.append((msg["dst_scale_addr"] + j["seq"] * p.scale_bytes_per_slot,
+                           len(scales) * 2, [word]))
+    flag = dict(mask=0b0011, addr=0x3000, word=dict(generation=7, status=2))
+    flag_word = pack(flag_request_layout(p)["word"].shape, flag["word"])
+
+    async def bench(ctx):
+        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        slot_done = []
+
+        def probe():
+            slot_done.append(ctx.get(dut.status.slot_done))
+        for cycle in range(2000):
+            if cycle == 5:
+                flag_src.queue.append(pack(flag_request_layout(p), flag))
+            await _step(ctx, [job_src, flag_src, dp], wr, probe)
+            if all(s.empty for s in (job_src, flag_src, dp)) and not ctx.get(dut.status.busy) \
+                    and all(w.waiting is None for w in wr) and cycle > 10:
+                break
+        for _ in range(8):
+            await _step(ctx, [], wr)
+        assert sum(slot_done) == len(jobs)                # one pulse per slot's last flit
+        assert ctx.get(dut.status.status) == 1            # the OR of the datapath's flags
+        assert ctx.get(dut.status.outstanding)            # nothing acknowledged yet
+        for i in range(f.ports):
+            got = _packets(f, wr[i].got)
+            want = list(expect) if mask >> i & 1 else []
+            # The flag goes behind whatever was queued when it was taken: after the first job
+            # at the earliest (the write-back takes a job before a flag when both wait).
+            if flag["mask"] >> i & 1:
+                at = next(n for n, (h, _) in enumerate(got) if h["addr"] == flag["addr"])
+                want.insert(at, (flag["addr"], 4, [flag_word]))
+            assert [(h["addr"], h["length"], body) for h, body in got] == want, f"port {i}"
+            for n, (h, _) in enumerate(got):
+                assert (h["opcode"], h["msg_class"], h["inc"], h["src"], h["dst"]) == \
+                    (Opcode.WRITE.value, MsgClass.WRITE.value, 1, i, i)
+            # One write sequence for results, scales and flags: tags in order at every port.
+            tags = [h["tag"] for h, _ in got]
+            assert tags == sorted(tags) and len(set(tags)) == len(tags)
+        every = sorted({h["tag"] for w in wr for h, _ in _packets(f, w.got)})
+        assert every == [write_tag(p, n) for n in range(len(every))]
+        assert len(every) == len(expect) + 1
 
     _run(dut, bench)
 
