@@ -1,4 +1,4 @@
-"""The ISA's internal interfaces: the signatures its blocks are joined by, and the layouts they carry.
+"""The ISA's internal interfaces: the signatures that join its blocks, and the layouts they carry.
 
 :class:`~.isa.Isa` joins its blocks only through these, with ``wiring.connect()``, so every wire
 between two blocks is checked for width and direction at elaboration. Each signature is written

@@ -168,6 +168,7 @@ class Isa(wiring.Component):
             for name, _ in block.counters.shape():
                 terms.setdefault(name, []).append(block.counters[name])
         names = [name for name, _ in counters_layout()]
-        assert sorted(terms) == sorted(names), f"counters without a source: {set(names) - set(terms)}"
+        missing = set(names) - set(terms)
+        assert sorted(terms) == sorted(names), f"counters without a source: {missing}"
         for name in names:
             m.d.comb += self.counters[name].eq(sum(terms[name]))

@@ -19,16 +19,17 @@ __all__ = ["ReadIssuer", "message_layout", "job_layout"]
 class ReadIssuer(wiring.Component):
     """Issues the reads of a message, one slot at a time, as slots become free.
 
-    On ``issue.start`` (pulse; ``run.msg`` must hold for the whole message) the issuer walks the message in
-    slots of ``max_payload`` bytes. For each slot it takes a free slot from the table manager
-    (``alloc``), arms the wave table, hands the job to the feeder (``job``) and sends a ``READ``
-    (``inc = 1``, tag ``{kind: DATA, slot, seq: issue number}``, :func:`~.descriptor.read_tag_layout`) to every
-    participant; for INT8 a second ``READ`` fetches the slot's block scales (same tag, kind scale).
-    The issue number counts armed slots and is never reset, so a late response to an earlier use
-    of a slot (a duplicate, or one of an aborted collective) does not match the slot's current
-    tag. Requests to all participants go out in lockstep through small per-port queues (``req``,
-    the ISA's REQ-class send streams); each request is one flit, so no packet is ever left half
-    sent. ``issue.busy`` stays high until every request has been queued.
+    On ``issue.start`` (pulse; ``run.msg`` must hold for the whole message) the issuer walks the
+    message in slots of ``max_payload`` bytes. For each slot it takes a free slot from the table
+    manager (``alloc``), arms the wave table, hands the job to the feeder (``job``) and sends a
+    ``READ`` (``inc = 1``, tag ``{kind: DATA, slot, seq: issue number}``,
+    :func:`~.descriptor.read_tag_layout`) to every participant; for INT8 a second ``READ`` fetches
+    the slot's block scales (same tag, kind ``SCALE``). The issue number counts armed slots and is
+    never reset, so a late response to an earlier use of a slot (a duplicate, or one of an aborted
+    collective) does not match the slot's current tag. Requests to all participants go out in
+    lockstep through small per-port queues (``req``, the ISA's REQ-class send streams); each
+    request is one flit, so no packet is ever left half sent. ``issue.busy`` stays high until
+    every request has been queued.
 
     ``run.flush`` (the wave controller aborting a collective) stops the issuer at once: nothing
     more is armed or queued, and requests already queued still go out whole.

@@ -130,8 +130,8 @@ class WaveController(wiring.Component):
 
     Watchdog (:class:`Watchdog`, ``params.timeout`` cycles; 0 disables it): in steps 3-5,
     ``reads.progress`` or ``writes.progress`` (a read or write response accepted), a slot reduced
-    (``writes.slot_done``) or a flag taken restarts it. When it expires the collective is **aborted**:
-    ``flush`` is held while the read issuer stops, the write-back completes the packet it has
+    (``writes.slot_done``) or a flag taken restarts it. When it expires the collective is
+    **aborted**: ``run.flush`` is held while the read issuer stops, the write-back completes the packet it has
     started (no packet is truncated) and frees its write tags, and the wave table disarms every
     slot; with the output at a packet boundary, ``flush`` is held one more cycle, in which the
     table manager frees every slot and the feeder, the job queues and the datapath are emptied.

@@ -34,11 +34,12 @@ class WaveTable(wiring.Component):
     participants and slots may arrive in any order and are written straight where they belong.
 
     Arming a slot (``arm``, pulse) declares which ports' data (and, for INT8, scale) packets it
-    expects and clears its progress. Each expected response is accepted once: a response whose
-    opcode is not ``READ_RESP``, whose slot does not exist or whose (slot, kind, port) is not
-    expected (unknown tag, or a duplicate) is dropped whole and counted in ``unknown_tags``. A
-    response with a non-``OK`` status is stored (its data is whatever came) and sets the sticky
-    ``resp_error`` (cleared by ``clear_error``).
+    expects, the issue number their tags carry (``seq``), and clears its progress. Each expected
+    response is accepted once: a response whose opcode is not ``READ_RESP``, whose slot does not
+    exist, whose ``seq`` is not the slot's current issue number (a late response) or whose (slot,
+    kind, port) is not expected (unknown tag, or a duplicate) is dropped whole and counted in
+    ``counters.unknown_tags``. A response with a non-``OK`` status is stored (its data is whatever
+    came) and sets the sticky ``status.error`` (cleared by ``run.clear_error``).
 
     Progress is per flit, so the feeder can start reducing a slot before it is complete
     (cut-through): for ``rd.slot``, ``rd.avail[p]`` is the number of data flits of port ``p``

@@ -153,8 +153,8 @@ class WriteBack(wiring.Component):
     of a write sequence counter as its tag (:func:`write_tag`). Its ``index`` names an entry of a
     table of outstanding writes per port; a packet goes out only when that entry is free at every
     port of its mask (so at most ``2**WRITE_TAG_BITS`` = 32 writes per port are unacknowledged),
-    and marks it outstanding; an accepted ``WRITE_RESP`` (``wresp``) frees it. ``stall_tx`` counts
-    cycles the output waits for queue room or a free entry.
+    and marks it outstanding; an accepted ``WRITE_RESP`` (``wresp``) frees it.
+    ``counters.stall_tx`` counts cycles the output waits for queue room or a free entry.
 
     ``run.flush`` (held by the wave controller while it aborts a collective) frees every entry and
     ends the packet being sent without truncating it: a result or scale packet whose header has
