@@ -217,3 +217,26 @@ class FabricParams:
     @property
     def port_index_width(self):
         return ceil_log2(self.ports) or 1
+
+
+# -- completion flag --------------------------------------------------------------------------------
+# The word the ISA writes to every participant's memory at the end of a collective, and that the
+# accelerators poll: part of the protocol between switch and endpoints, like the header above.
+# ``docs/ISA.md`` (Completion flag) carries its table; ``tb/test_isa_descriptor.py`` checks it.
+
+__all__ += ["FlagStatus", "flag_layout"]
+
+
+class FlagStatus(enum.Flag, shape=8):
+    """Status bits of a completion flag; 0 means the result is correct and complete."""
+    OVERFLOW = 1  #: some result overflowed (+-Inf) or an INT8 output scale saturated
+    INVALID  = 2  #: some input was NaN/Inf, or an INT8 input scale was negative or non-finite
+    ERROR    = 4  #: bad descriptor, or an AXI error on a read or a write
+    TIMEOUT  = 8  #: the watchdog ended the collective: some response never came
+
+
+def flag_layout():
+    """The 32-bit completion flag word, little-endian in the endpoint's memory. ``generation``
+    counts the completed barriers of the descriptor's sync resource (1 for the first run);
+    ``status`` holds :class:`FlagStatus` bits (0: the result is correct and complete)."""
+    return data.StructLayout({"generation": 16, "status": 8, "reserved": 8})

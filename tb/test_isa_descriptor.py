@@ -1,12 +1,13 @@
-"""The ISA's descriptor and flag formats: docs/ISA.md against the layouts; parameter checks;
+"""The ISA's descriptor, flag and tag formats: docs/ISA.md against the layouts; parameter checks;
 the software descriptor check."""
 
 import re
 
 import pytest
 
-from scin.hdl.isa import descriptor as d
-from scin.hdl.packet import FabricParams
+from scin.hdl import isa as d
+from scin.hdl.codec import pack, unpack
+from scin.hdl.packet import FabricParams, flag_layout, FlagStatus
 from scin.sim.toolchain import REPO_ROOT
 
 
@@ -33,19 +34,49 @@ def test_descriptor_table_matches_layout():
     # The first field table is the descriptor's, the flag's follows it in the same form.
     documented = [(r[0], int(r[1]), int(r[2])) for r in rows]
     desc_rows = _layout_rows(d.descriptor_layout())
-    flag_rows = _layout_rows(d.flag_layout())
+    flag_rows = _layout_rows(flag_layout())
     assert documented == desc_rows + flag_rows
+
+
+def test_flag_is_protocol():
+    # One definition, in hdl/packet.py; the ISA re-exports it.
+    assert d.flag_layout is flag_layout and d.FlagStatus is FlagStatus
 
 
 def test_status_bits_match_enum():
     rows = _tables()[("status bit", "value", "meaning")]
-    assert {r[0]: int(r[1]) for r in rows} == {f.name: f.value for f in d.FlagStatus}
+    assert {r[0]: int(r[1]) for r in rows} == {f.name: f.value for f in FlagStatus}
 
 
 def test_counter_table_matches_layout():
-    from scin.hdl.isa.wave_controller import counters_layout
     rows = next(v for k, v in _tables().items() if k[0] == "counter")
-    assert [r[0] for r in rows] == [name for name, _ in counters_layout()]
+    assert [r[0] for r in rows] == [name for name, _ in d.counters_layout()]
+
+
+@pytest.mark.parametrize("which, layout", [
+    ("read tag field", d.read_tag_layout),
+    ("write tag field", d.write_tag_layout),
+])
+def test_tag_tables_match_layouts(which, layout):
+    # docs/ISA.md gives the tags for the default parameters (16-bit tags, 8 slots).
+    params = d.IsaParams()
+    rows = _tables()[(which, "lsb", "bits")]
+    assert [(r[0], int(r[1]), int(r[2])) for r in rows] == _layout_rows(layout(params))
+    assert layout(params).size == params.fabric.tag_width
+
+
+@pytest.mark.parametrize("fabric, capacity", [
+    (FabricParams(), 32768),                                   # 8 slots: 3 slot bits
+    (FabricParams(), 4096),                                    # 1 slot: still 1 slot bit
+    (FabricParams(tag_width=10), 8192),                        # the narrowest legal tags
+    (FabricParams.default_for(flit_width=64), 8192),       # 13-bit tags
+])
+def test_tag_layouts_fill_the_tag(fabric, capacity):
+    p = d.IsaParams(fabric=fabric, capacity=capacity, waves=1)
+    rt, wt = d.read_tag_layout(p), d.write_tag_layout(p)
+    assert rt.size == wt.size == fabric.tag_width
+    assert rt["slot"].width == p.slot_bits and rt["seq"].width == p.read_seq_bits
+    assert wt["index"].width == d.WRITE_TAG_BITS and wt["seq"].width == p.write_seq_bits
 
 
 GOOD = dict(op=d.Op.ALLREDUCE.value, dtype=0, sync=0, participants=0b1111, elements=2048,
@@ -84,20 +115,43 @@ def check_descriptor_with(params, change):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(capacity=3000), r"capacity must be a power of two multiple of max_payload"),
-    (dict(capacity=32768, waves=3), r"waves must divide the 8 slots of the wave table \(1 to 8\), not 3"),
-    (dict(waves=16), r"waves must divide the 8 slots"),
-    (dict(descriptors=0), r"descriptors must be between 1 and 256, not 0"),
-    (dict(sync_resources=300), r"sync_resources must be between 1 and 256, not 300"),
-    (dict(timeout=100), r"timeout must be 0 \(no watchdog\) or between 256 and 2\*\*32-1 cycles, not 100"),
-    (dict(timeout=1 << 32), r"timeout must be 0 \(no watchdog\) or between 256"),
-    (dict(timeout=2048.0), r"timeout must be 0 \(no watchdog\) or between 256"),
+    (dict(capacity=3000), r"^capacity must be a power of two multiple of max_payload \(4096 bytes\), not 3000$"),
+    (dict(capacity=32768, waves=3), r"^waves must divide the 8 slots of the wave table \(1 to 8\), not 3$"),
+    (dict(waves=16), r"^waves must divide the 8 slots"),
+    (dict(descriptors=0), r"^descriptors must be an integer between 1 and 256, not 0$"),
+    (dict(sync_resources=300), r"^sync_resources must be an integer between 1 and 256, not 300$"),
+    (dict(max_elements=0), r"^max_elements must be an integer between 1 and 4294967295, not 0$"),
+    (dict(timeout=100), r"^timeout must be 0 \(no watchdog\) or between 256 and 2\*\*32-1 cycles, not 100$"),
+    (dict(timeout=1 << 32), r"^timeout must be 0 \(no watchdog\) or between 256"),
     (dict(fabric=FabricParams(tag_width=8)),
-     r"tag_width 8 is too narrow for 8 slots: read and write tags need 9 bits"),
+     r"^tag_width 8 is too narrow for 8 slots: read and write tags need 9 bits"),
+    # The datapath reduces 2 to 8 inputs: a bigger switch is refused here, naming the fabric's
+    # ports, not at elaboration naming the datapath's n_inputs.
+    (dict(fabric=FabricParams(ports=16)), r"^fabric\.ports must be an integer between 2 and 8, not 16$"),
+    (dict(fabric=FabricParams(ports=9)), r"^fabric\.ports must be an integer between 2 and 8, not 9$"),
+    (dict(fabric=FabricParams(ports=17, port_bits=5)), r"^fabric\.ports must be an integer between 2 and 8, not 17$"),
 ])
 def test_bad_isa_parameters_are_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
         d.IsaParams(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(capacity="32K"), r"^capacity must be an integer, not '32K'$"),
+    (dict(max_elements=2.5), r"^max_elements must be an integer, not 2\.5$"),
+    (dict(waves=2.0), r"^waves must be an integer, not 2\.0$"),
+    (dict(descriptors=True), r"^descriptors must be an integer, not True$"),
+    (dict(timeout=2048.0), r"^timeout must be an integer, not 2048\.0$"),
+    (dict(fabric=256), r"^fabric must be a FabricParams, not 256$"),
+])
+def test_isa_parameters_of_the_wrong_type_are_rejected(kwargs, message):
+    with pytest.raises(TypeError, match=message):
+        d.IsaParams(**kwargs)
+
+
+def test_the_largest_isa_is_accepted():
+    p = d.IsaParams(fabric=FabricParams(ports=8))
+    assert p.fabric.ports == 8
 
 
 def test_watchdog_can_be_disabled_and_tags_have_sequence_bits():
@@ -105,10 +159,10 @@ def test_watchdog_can_be_disabled_and_tags_have_sequence_bits():
     assert d.IsaParams().timeout == 1 << 16
     p = d.IsaParams()                      # 16-bit tags, 8 slots
     assert (p.read_seq_bits, p.write_seq_bits) == (12, 11)
-    from scin.hdl.isa.wave_table import read_tag
-    assert read_tag(p, slot=5, kind=1, seq=(1 << 12) + 3) == 3 << 4 | 5 << 1 | 1
-
-
-def test_isa_rejects_more_ports_than_the_descriptor_names():
-    with pytest.raises(ValueError, match="at most 16 ports"):
-        d.IsaParams(fabric=FabricParams(ports=17, port_bits=5))
+    # The issue number is kept modulo 2**read_seq_bits; the layout puts kind, slot, seq LSB first.
+    tag = d.read_tag(p, slot=5, kind=d.ReadKind.SCALE, seq=(1 << 12) + 3)
+    assert tag == 3 << 4 | 5 << 1 | 1
+    assert unpack(d.read_tag_layout(p), tag) == {"kind": 1, "slot": 5, "seq": 3}
+    assert d.write_tag(p, (1 << 16) + (7 << 5) + 9) == pack(d.write_tag_layout(p), index=9, seq=7)
+    with pytest.raises(ValueError, match="field slot = 8 does not fit in 3 bits"):
+        d.read_tag(p, slot=8, kind=0, seq=0)

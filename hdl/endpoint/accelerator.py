@@ -15,7 +15,7 @@ from ..packet import FabricParams, MsgClass, Opcode
 from ..transport.signature import packet_signature
 from .axi import poll_signature
 
-from ..isa.descriptor import flag_layout
+from ..packet import flag_layout
 
 
 __all__ = ["AccOp", "EventKind", "command_layout", "event_layout", "Accelerator",

@@ -1,5 +1,23 @@
-"""The In-Switch Accelerator (ISA): element types and the reduction datapath."""
+"""The In-Switch Accelerator (ISA): its public names.
 
-from .dtype import DType, DatapathStatus
+Code outside ``hdl/isa`` imports from here only; the submodules are the ISA's internals.
+"""
 
-__all__ = ["DType", "DatapathStatus"]
+from .descriptor import (Op, FlagMode, FlagStatus, ReadKind, IsaParams, descriptor_layout,
+                         flag_layout, read_tag_layout, write_tag_layout, check_descriptor,
+                         buffer_alignment, MAX_PORTS, MIN_TIMEOUT, WRITE_TAG_BITS)
+from .dtype import DType, DatapathStatus, BLOCK_ELEMENTS
+from .instruction_buffer import load_layout
+from .interfaces import counters_layout, COUNTER_BITS
+from .isa import Isa
+from .wave_table import read_tag
+from .writeback import write_tag
+
+__all__ = [
+    "Isa", "IsaParams",
+    "Op", "FlagMode", "FlagStatus", "ReadKind", "DType", "DatapathStatus",
+    "descriptor_layout", "load_layout", "counters_layout", "flag_layout",
+    "read_tag_layout", "write_tag_layout", "read_tag", "write_tag",
+    "check_descriptor", "buffer_alignment",
+    "MAX_PORTS", "MIN_TIMEOUT", "WRITE_TAG_BITS", "BLOCK_ELEMENTS", "COUNTER_BITS",
+]

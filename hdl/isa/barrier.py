@@ -7,7 +7,9 @@ from amaranth.lib.wiring import In, Out
 from ..packet import MsgClass, Opcode, Status
 from ..transport import packet_signature
 from ..transport.round_robin import round_robin
+from ..params import check_type
 from .descriptor import IsaParams
+from .interfaces import GENERATION_BITS, block_counters_layout, BarrierQuery
 
 
 __all__ = ["BarrierManager"]
@@ -24,10 +26,11 @@ class BarrierManager(wiring.Component):
     answered ``DECERR`` and counted in ``bad_arrivals``; any other request (``READ``) is dropped and
     counted in ``bad_requests``.
 
-    The wave controller asks whether resource ``query_sync`` has arrivals from every port of
-    ``query_mask`` (``complete``, combinational) and, when it starts the collective, pulses
-    ``consume``: the mask's bits are cleared and the resource's generation counter advances.
-    ``generation`` is the count of completed barriers of ``query_sync`` (so it is 1 during the first).
+    The wave controller asks (``query``) whether resource ``query.sync`` has arrivals from every
+    port of ``query.mask`` (``query.complete``, combinational) and, when it starts the collective,
+    pulses ``query.consume``: the mask's bits are cleared and the resource's generation counter
+    advances. ``query.generation`` is the count of completed barriers of ``query.sync`` (the flag
+    written during the first collective says 1, being that count plus one).
 
     Members
     -------
@@ -35,25 +38,20 @@ class BarrierManager(wiring.Component):
         The ISA's REQ-class receive stream of each port.
     ack : Out(packet_signature).array(ports)
         The ISA's WRESP-class send stream of each port.
+    query : In(BarrierQuery)
+        The wave controller's question, and its ``consume``.
+    counters : Out(bad_arrivals, dup_arrivals, bad_requests)
     """
 
     def __init__(self, params):
-        if not isinstance(params, IsaParams):
-            raise TypeError(f"params must be an IsaParams, not {params!r}")
-        self._params = params
+        self._params = check_type("params", params, IsaParams)
         f = params.fabric
         pkt = packet_signature(f)
         super().__init__({
-            "req":          In(pkt).array(f.ports),
-            "ack":          Out(pkt).array(f.ports),
-            "query_sync":   In(8),
-            "query_mask":   In(f.ports),
-            "complete":     Out(1),
-            "consume":      In(1),
-            "generation":   Out(16),
-            "bad_arrivals": Out(32),
-            "dup_arrivals": Out(32),
-            "bad_requests": Out(32),
+            "req":      In(pkt).array(f.ports),
+            "ack":      Out(pkt).array(f.ports),
+            "query":    In(BarrierQuery(params)),
+            "counters": Out(block_counters_layout("bad_arrivals", "dup_arrivals", "bad_requests")),
         })
 
     def elaborate(self, platform):
@@ -64,12 +62,15 @@ class BarrierManager(wiring.Component):
         hdr_layout = f.header_layout
 
         arrived = Array(Signal(n, name=f"arrived{s}") for s in range(p.sync_resources))
-        generation = Array(Signal(16, name=f"generation{s}") for s in range(p.sync_resources))
+        generation = Array(Signal(GENERATION_BITS, name=f"generation{s}")
+                           for s in range(p.sync_resources))
+        q, c = self.query, self.counters
 
-        sync_ok = self.query_sync < p.sync_resources
+        # `sync` can hold values above the last resource when sync_resources is not a power of two.
+        sync_ok = q.sync < p.sync_resources
         m.d.comb += [
-            self.complete.eq(sync_ok & ((arrived[self.query_sync] & self.query_mask) == self.query_mask)),
-            self.generation.eq(Mux(sync_ok, generation[self.query_sync], 0)),
+            q.complete.eq(sync_ok & ((arrived[q.sync] & q.mask) == q.mask)),
+            q.generation.eq(Mux(sync_ok, generation[q.sync], 0)),
         ]
 
         # Per port: a packet is "in body" after its header until its last flit; body flits of a
@@ -97,7 +98,7 @@ class BarrierManager(wiring.Component):
         m.d.comb += hdr.eq(req_payload[grant].data[:hdr_layout.size])
 
         new_bits = Signal(n)
-        new_sync = Signal(8)
+        new_sync = Signal(range(p.sync_resources))   # set only for a resource that exists
         with m.If(any_):
             m.d.sync += last.eq(grant)
             with m.If(hdr.opcode == Opcode.ATOMIC_ADD):
@@ -119,18 +120,18 @@ class BarrierManager(wiring.Component):
                 with m.If(resource_ok):
                     m.d.comb += [new_bits.eq(1 << grant), new_sync.eq(hdr.addr)]
                     with m.If(arrived[hdr.addr[:8]].bit_select(grant, 1)):
-                        m.d.sync += self.dup_arrivals.eq(self.dup_arrivals + 1)
+                        m.d.sync += c.dup_arrivals.eq(c.dup_arrivals + 1)
                 with m.Else():
-                    m.d.sync += self.bad_arrivals.eq(self.bad_arrivals + 1)
+                    m.d.sync += c.bad_arrivals.eq(c.bad_arrivals + 1)
             with m.Else():
-                m.d.sync += self.bad_requests.eq(self.bad_requests + 1)
+                m.d.sync += c.bad_requests.eq(c.bad_requests + 1)
 
         # Consume and arrive may hit the same resource in one cycle: clear first, then set.
         for s in range(p.sync_resources):
-            cleared = Mux(self.consume & sync_ok & (self.query_sync == s), ~self.query_mask,
-                          Const((1 << n) - 1, n))
+            consumed = q.consume & sync_ok & (q.sync == s)
+            cleared = Mux(consumed, ~q.mask, Const((1 << n) - 1, n))
             added = Mux(new_sync == s, new_bits, 0)
             m.d.sync += arrived[s].eq((arrived[s] & cleared) | added)
-            with m.If(self.consume & sync_ok & (self.query_sync == s)):
+            with m.If(consumed):
                 m.d.sync += generation[s].eq(generation[s] + 1)
         return m

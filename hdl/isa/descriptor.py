@@ -1,23 +1,27 @@
-"""ISA descriptors (the instructions of the wave controller), completion flags and ISA parameters.
+"""ISA descriptors (the instructions of the wave controller), read and write tags, ISA parameters.
 
 A descriptor is captured once (graph capture: addresses, shapes and sizes are fixed across replays),
 loaded into the instruction buffer, and replayed at every barrier generation of its sync resource.
-``docs/ISA.md`` documents every field; ``tb/test_isa_descriptor.py`` checks that table against
-:data:`descriptor_layout`.
+``docs/ISA.md`` documents every field; ``tb/test_isa_descriptor.py`` checks its tables against
+:func:`descriptor_layout`, :func:`read_tag_layout` and :func:`write_tag_layout`. The completion
+flag the ISA writes is protocol and lives in :mod:`scin.hdl.packet` (:func:`flag_layout`,
+:class:`FlagStatus`, re-exported here).
 """
 
 from dataclasses import dataclass, field
 
 from amaranth.lib import data, enum
-from amaranth.utils import ceil_log2, exact_log2
+from amaranth.utils import ceil_log2
 
-from ..packet import FabricParams
+from ..packet import FabricParams, FlagStatus, flag_layout
+from ..params import check_type, check_int
+from .datapath.common import MIN_INPUTS, MAX_INPUTS
 from .dtype import DType, BLOCK_ELEMENTS
 
 
-__all__ = ["Op", "FlagMode", "FlagStatus", "descriptor_layout", "flag_layout", "IsaParams",
-           "MAX_PORTS", "WRITE_TAG_BITS", "MIN_TAG_SEQ_BITS", "MIN_TIMEOUT", "check_descriptor",
-           "buffer_alignment"]
+__all__ = ["Op", "FlagMode", "FlagStatus", "ReadKind", "descriptor_layout", "flag_layout",
+           "read_tag_layout", "write_tag_layout", "IsaParams", "MAX_PORTS", "WRITE_TAG_BITS",
+           "MIN_TAG_SEQ_BITS", "MIN_TIMEOUT", "check_descriptor", "buffer_alignment"]
 
 #: Width of the participant mask in a descriptor: the format does not change with the switch size.
 MAX_PORTS = 16
@@ -57,12 +61,10 @@ class FlagMode(enum.Enum, shape=1):
     ORDERED = 1
 
 
-class FlagStatus(enum.Flag, shape=8):
-    """Status bits of a completion flag; 0 means the result is correct and complete."""
-    OVERFLOW = 1  #: some result overflowed (+-Inf) or an INT8 output scale saturated
-    INVALID  = 2  #: some input was NaN/Inf, or an INT8 input scale was negative or non-finite
-    ERROR    = 4  #: bad descriptor, or an AXI error on a read or a write
-    TIMEOUT  = 8  #: the watchdog ended the collective: some response never came
+class ReadKind(enum.Enum, shape=1):
+    """Which packet of a wave-table slot a read asks for (the ``kind`` field of a read tag)."""
+    DATA  = 0  #: the slot's data (``max_payload`` bytes at most)
+    SCALE = 1  #: INT8: the slot's block scales
 
 
 def descriptor_layout():
@@ -84,10 +86,23 @@ def descriptor_layout():
     })
 
 
-def flag_layout():
-    """The 32-bit completion flag word, little-endian in the endpoint's memory. ``status`` holds
-    :class:`FlagStatus` bits (0: the result is correct and complete)."""
-    return data.StructLayout({"generation": 16, "status": 8, "reserved": 8})
+def read_tag_layout(params):
+    """The tag of a ``READ`` the ISA sends (LSB first; ``tag_width`` bits in all).
+
+    ``kind`` (:class:`ReadKind`) and ``slot`` name the place in the wave table the response is
+    written to; ``seq`` is the slot's issue number modulo ``2**read_seq_bits``, so that a late
+    response to an earlier use of the slot is told apart from the current one (docs/ISA.md, Tags).
+    """
+    return data.StructLayout({"kind": ReadKind, "slot": params.slot_bits,
+                              "seq": params.read_seq_bits})
+
+
+def write_tag_layout(params):
+    """The tag of a ``WRITE`` the ISA sends (LSB first; ``tag_width`` bits in all): the write's
+    sequence number modulo ``2**tag_width``. ``index`` (the low ``WRITE_TAG_BITS``) names its entry
+    in the outstanding-write table of each port, ``seq`` (the bits above) the round of the sequence
+    that entry is in, so a late response is told apart from the one the entry waits for now."""
+    return data.StructLayout({"index": WRITE_TAG_BITS, "seq": params.write_seq_bits})
 
 
 @dataclass(frozen=True)
@@ -127,34 +142,31 @@ class IsaParams:
     timeout:        int = 1 << 16
 
     def __post_init__(self):
-        f = self.fabric
-        if not isinstance(f, FabricParams):
-            raise TypeError(f"fabric must be a FabricParams, not {f!r}")
-        if f.ports > MAX_PORTS:
-            raise ValueError(f"the ISA supports at most {MAX_PORTS} ports, not {f.ports}")
+        f = check_type("fabric", self.fabric, FabricParams)
+        # The datapath reduces MIN_INPUTS to MAX_INPUTS participants (and the descriptor's
+        # participant mask has MAX_PORTS bits): refuse any other switch here, not at elaboration.
+        check_int("fabric.ports", f.ports, MIN_INPUTS, min(MAX_INPUTS, MAX_PORTS))
         if f.flit_width > 512 or 512 % f.flit_width:
             raise ValueError(f"flit_width must divide 512 (one INT8 block), not {f.flit_width}")
+        check_int("capacity", self.capacity)
         if (self.capacity < f.max_payload or self.capacity % f.max_payload
                 or self.capacity & (self.capacity - 1)):
             raise ValueError(f"capacity must be a power of two multiple of max_payload "
                              f"({f.max_payload} bytes), not {self.capacity!r}")
-        if not (isinstance(self.waves, int) and 1 <= self.waves <= self.slots
-                and self.slots % self.waves == 0):
+        check_int("waves", self.waves)
+        if not (1 <= self.waves <= self.slots and self.slots % self.waves == 0):
             raise ValueError(f"waves must divide the {self.slots} slots of the wave table "
                              f"(1 to {self.slots}), not {self.waves!r}")
-        for name, lo, hi in (("descriptors", 1, 256), ("sync_resources", 1, 256)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or not lo <= value <= hi:
-                raise ValueError(f"{name} must be between {lo} and {hi}, not {value!r}")
-        if not 1 <= self.max_elements < (1 << 32):
-            raise ValueError(f"max_elements must be between 1 and 2**32-1, not {self.max_elements!r}")
+        check_int("descriptors", self.descriptors, 1, 256)
+        check_int("sync_resources", self.sync_resources, 1, 256)
+        check_int("max_elements", self.max_elements, 1, (1 << 32) - 1)
         if self.read_seq_bits < MIN_TAG_SEQ_BITS or self.write_seq_bits < MIN_TAG_SEQ_BITS:
             need = max(1 + self.slot_bits, WRITE_TAG_BITS) + MIN_TAG_SEQ_BITS
             raise ValueError(f"tag_width {f.tag_width} is too narrow for {self.slots} slots: read "
                              f"and write tags need {need} bits (an index and {MIN_TAG_SEQ_BITS} "
                              f"sequence bits)")
-        if (not isinstance(self.timeout, int) or isinstance(self.timeout, bool)
-                or not (self.timeout == 0 or MIN_TIMEOUT <= self.timeout < (1 << 32))):
+        check_int("timeout", self.timeout)
+        if not (self.timeout == 0 or MIN_TIMEOUT <= self.timeout < (1 << 32)):
             raise ValueError(f"timeout must be 0 (no watchdog) or between {MIN_TIMEOUT} and "
                              f"2**32-1 cycles, not {self.timeout!r}")
 

@@ -5,7 +5,9 @@ from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ..params import check_type
 from .descriptor import IsaParams, descriptor_layout
+from .interfaces import ProgramPort
 
 
 __all__ = ["InstructionBuffer", "load_layout"]
@@ -26,8 +28,9 @@ class InstructionBuffer(wiring.Component):
     0). Loads are accepted only while ``load_enable`` is high (the controller holds it high while
     no collective is running), so a program never changes under a running collective.
 
-    The read port is synchronous: ``desc`` shows the descriptor at ``read_addr`` of the previous
-    cycle.
+    ``program`` is the wave controller's port (:class:`~.interfaces.ProgramPort`); its members are
+    named below without the ``program.`` prefix. The read port is synchronous: ``desc`` shows the
+    descriptor at ``read_addr`` of the previous cycle.
 
     **Turns.** The descriptors of one sync resource must run in program order (each is one step
     of that group's sequence of collectives), while different resources are independent groups
@@ -42,56 +45,49 @@ class InstructionBuffer(wiring.Component):
     Members
     -------
     load : In(stream.Signature(load_layout))
-    load_enable : In(1)
-    read_addr : In(range(descriptors))
-    desc : Out(descriptor_layout)
-    length : Out(range(descriptors + 1))
-        Program length (0 until a program is loaded).
-    restart : Out(1)
-        One-cycle pulse when a program has been loaded.
-    loading : Out(1)
-        A program load has begun (some word accepted) and its ``last`` word has not come yet.
-    turn : Out(1)
-        The slot at ``read_addr`` is its sync resource's next descriptor.
-    advance : In(1)
-        Pass the turn of the slot at ``read_addr``'s resource to the next slot on that resource.
+    program : In(ProgramPort)
+        load_enable : In(1)
+        read_addr : In(range(descriptors))
+        desc : Out(descriptor_layout)
+        length : Out(range(descriptors + 1))
+            Program length (0 until a program is loaded).
+        restart : Out(1)
+            One-cycle pulse when a program has been loaded.
+        loading : Out(1)
+            A program load has begun (some word accepted) and its ``last`` word has not come yet.
+        turn : Out(1)
+            The slot at ``read_addr`` is its sync resource's next descriptor.
+        advance : In(1)
+            Pass the turn of the slot at ``read_addr``'s resource to the next slot on that resource.
     """
 
     def __init__(self, params):
-        if not isinstance(params, IsaParams):
-            raise TypeError(f"params must be an IsaParams, not {params!r}")
-        self._params = params
+        self._params = check_type("params", params, IsaParams)
         super().__init__({
-            "load":        In(stream.Signature(load_layout(params))),
-            "load_enable": In(1),
-            "read_addr":   In(range(params.descriptors)),
-            "desc":        Out(descriptor_layout()),
-            "length":      Out(range(params.descriptors + 1)),
-            "restart":     Out(1),
-            "loading":     Out(1),
-            "turn":        Out(1),
-            "advance":     In(1),
+            "load":    In(stream.Signature(load_layout(params))),
+            "program": In(ProgramPort(params)),
         })
 
     def elaborate(self, platform):
         m = Module()
         p = self._params
+        prog = self.program
         m.submodules.mem = mem = Memory(shape=descriptor_layout(), depth=p.descriptors, init=[])
         wr = mem.write_port()
         rd = mem.read_port()
         m.d.comb += [
-            self.load.ready.eq(self.load_enable),
+            self.load.ready.eq(prog.load_enable),
             wr.addr.eq(self.load.payload.index),
             wr.data.eq(self.load.payload.desc),
             wr.en.eq(self.load.valid & self.load.ready),
-            rd.addr.eq(self.read_addr),
-            self.desc.eq(rd.data),
+            rd.addr.eq(prog.read_addr),
+            prog.desc.eq(rd.data),
         ]
-        m.d.sync += self.restart.eq(0)
+        m.d.sync += prog.restart.eq(0)
         with m.If(self.load.valid & self.load.ready):
-            m.d.sync += self.loading.eq(~self.load.payload.last)
+            m.d.sync += prog.loading.eq(~self.load.payload.last)
         with m.If(self.load.valid & self.load.ready & self.load.payload.last):
-            m.d.sync += [self.length.eq(self.load.payload.index + 1), self.restart.eq(1)]
+            m.d.sync += [prog.length.eq(self.load.payload.index + 1), prog.restart.eq(1)]
 
         # Turn bookkeeping: a few bits per slot and per resource, in registers (not in the
         # descriptor memory) so that `turn` needs no read cycle.
@@ -124,11 +120,11 @@ class InstructionBuffer(wiring.Component):
             with m.Else():
                 m.d.sync += [nxt[index].eq(index), seen.eq(seen_now)]
 
-        here = res_of[self.read_addr]
-        with m.If(self.restart):
+        here = res_of[prog.read_addr]
+        with m.If(prog.restart):
             for s in range(r):
                 m.d.sync += cur[s].eq(first[s])
-        with m.Elif(self.advance & (here < r)):
-            m.d.sync += cur[here].eq(nxt[self.read_addr])
-        m.d.comb += self.turn.eq((here < r) & (cur[here] == self.read_addr))
+        with m.Elif(prog.advance & (here < r)):
+            m.d.sync += cur[here].eq(nxt[prog.read_addr])
+        m.d.comb += prog.turn.eq((here < r) & (cur[here] == prog.read_addr))
         return m

@@ -4,7 +4,9 @@ from amaranth.hdl import Module, Signal, Mux
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 
+from ..params import check_type
 from .descriptor import IsaParams
+from .interfaces import block_counters_layout, RunControl, SlotRelease
 
 
 __all__ = ["TableManager"]
@@ -25,29 +27,25 @@ class TableManager(wiring.Component):
     -------
     alloc : Out(stream.Signature(slot_bits))
         The next free slot; a transfer reserves it.
-    release : In(1)
-        Pulse: the oldest reserved slot has been read out to the datapath.
-    end : In(1)
-        With ``release``: that slot was the last of its message (frees a partial wave).
-    flush : In(1)
-        The wave controller is aborting a collective: every slot is free again and allocation
-        restarts at slot 0 (``waves_done`` keeps counting).
+    release : In(SlotRelease)
+        From the feeder: a slot has been read out (``release``), the last of its message (``end``).
+    run : In(RunControl)
+        Only ``flush``: the wave controller is aborting a collective; every slot is free again and
+        allocation restarts at slot 0 (``counters.waves`` keeps counting).
     free : Out(range(slots + 1))
-    waves_done : Out(32)
+        Free slots.
+    counters : Out(waves)
         Waves freed so far (a performance counter).
     """
 
     def __init__(self, params):
-        if not isinstance(params, IsaParams):
-            raise TypeError(f"params must be an IsaParams, not {params!r}")
-        self._params = params
+        self._params = check_type("params", params, IsaParams)
         super().__init__({
-            "alloc":      Out(stream.Signature(params.slot_bits)),
-            "release":    In(1),
-            "end":        In(1),
-            "flush":      In(1),
-            "free":       Out(range(params.slots + 1), init=params.slots),
-            "waves_done": Out(32),
+            "alloc":    Out(stream.Signature(params.slot_bits)),
+            "release":  In(SlotRelease()),
+            "run":      In(RunControl(params)),
+            "free":     Out(range(params.slots + 1), init=params.slots),
+            "counters": Out(block_counters_layout("waves")),
         })
 
     def elaborate(self, platform):
@@ -58,10 +56,11 @@ class TableManager(wiring.Component):
 
         taken = self.alloc.valid & self.alloc.ready
         freed = Signal(range(p.slots + 1))
-        with m.If(self.release):
-            with m.If(self.end | (in_wave + 1 == p.slots_per_wave)):
+        waves = self.counters.waves
+        with m.If(self.release.release):
+            with m.If(self.release.end | (in_wave + 1 == p.slots_per_wave)):
                 m.d.comb += freed.eq(in_wave + 1)
-                m.d.sync += [in_wave.eq(0), self.waves_done.eq(self.waves_done + 1)]
+                m.d.sync += [in_wave.eq(0), waves.eq(waves + 1)]
             with m.Else():
                 m.d.sync += in_wave.eq(in_wave + 1)
 
@@ -69,7 +68,7 @@ class TableManager(wiring.Component):
         m.d.sync += self.free.eq(self.free + freed - taken)
         with m.If(taken):
             m.d.sync += ptr.eq(Mux(ptr == p.slots - 1, 0, ptr + 1))
-        with m.If(self.flush):
+        with m.If(self.run.flush):
             # Last, so it wins over the updates above.
             m.d.sync += [self.free.eq(p.slots), ptr.eq(0), in_wave.eq(0)]
         return m

@@ -1,40 +1,111 @@
 """WaveController: fetches descriptors, waits for their barrier, runs them, writes completion flags."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Module, Signal, Mux, Cat, Const
-from amaranth.lib import wiring, stream, data
+from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
 
+from ..params import check_type, check_int
 from .descriptor import (IsaParams, Op, FlagMode, FlagStatus, descriptor_layout, MAX_PORTS,
-                         buffer_alignment)
+                         IMPLEMENTED_OPS, buffer_alignment)
 from .dtype import DType, BLOCK_ELEMENTS
-from .read_issuer import message_layout
-from .writeback import flag_request_layout
+from .interfaces import (counters_layout, block_counters_layout, flag_request_layout,
+                         ProgramPort, BarrierQuery, RunControl, IssueControl, ReadStatus,
+                         WriteStatus)
 
 
-__all__ = ["WaveController", "counters_layout"]
+__all__ = ["WaveController", "DescriptorCheck", "Watchdog", "counters_layout"]
+
+#: Bit of FlagStatus.ERROR in a flag's status byte.
+_ERROR_BIT = exact_log2(FlagStatus.ERROR.value)
 
 
-def counters_layout():
-    """Performance and error counters of the ISA, readable by the testbench (all 32-bit)."""
-    return data.StructLayout({name: 32 for name in (
-        "busy_cycles",        # a collective is running (barrier complete to flags done)
-        "barrier_cycles",     # a descriptor is waiting for its barrier
-        "collectives",        # descriptors completed (good or bad)
-        "bad_descriptors",    # descriptors that ended with ERROR before running
-        "slots",              # wave-table slots issued
-        "waves",              # waves freed by the table manager
-        "stall_slot",         # issuer waiting for a free slot (wave regulation)
-        "stall_req",          # issuer waiting for request-queue room
-        "stall_data",         # feeder waiting for read data
-        "stall_tx",           # write-back waiting for send-queue room
-        "stall_wresp",        # waiting for write responses before the flags (ACKED mode)
-        "unknown_tags",       # read responses dropped: unknown, duplicate or late tag
-        "bad_arrivals",       # arrivals at a sync resource that does not exist
-        "dup_arrivals",       # a port arrived twice in one generation
-        "bad_requests",       # requests to the ISA it does not serve
-        "unknown_wresps",     # write responses dropped: unknown, duplicate or late tag
-        "timeouts",           # collectives ended by the response watchdog
-    )})
+class DescriptorCheck(wiring.Component):
+    """The hardware twin of :func:`~.descriptor.check_descriptor` (combinational).
+
+    Members
+    -------
+    desc : In(descriptor_layout)
+    ok : Out(1)
+        The descriptor is good: it runs (``check_descriptor`` returns no reason).
+    barrier_ok : Out(1)
+        Its sync resource exists and its participant set is not empty, so it can wait for a
+        barrier (a bad descriptor that can still waits, so its arrivals are consumed).
+    mask : Out(ports)
+        Its participants that exist (``participants`` cut to the switch's ports).
+    """
+
+    def __init__(self, params):
+        self._params = check_type("params", params, IsaParams)
+        super().__init__({
+            "desc":       In(descriptor_layout()),
+            "ok":         Out(1),
+            "barrier_ok": Out(1),
+            "mask":       Out(params.fabric.ports),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._params
+        f = p.fabric
+        desc = self.desc
+        d_mask = desc.participants[:f.ports]
+        op_ok = Cat(desc.op == op for op in IMPLEMENTED_OPS).any()
+        parts_ok = (d_mask != 0) & ((desc.participants >> f.ports) == 0 if f.ports < MAX_PORTS else 1)
+        sync_ok = desc.sync < p.sync_resources
+        data_align, scale_align = buffer_alignment(f)
+        aligned = lambda a, align: a[:(align - 1).bit_length()] == 0
+        int8 = desc.dtype == DType.INT8
+        dtype_ok = Cat(desc.dtype == t for t in DType).any()
+        data_ok = (dtype_ok & (desc.elements != 0) & (desc.elements <= p.max_elements)
+                   & (~int8 | (desc.elements[:exact_log2(BLOCK_ELEMENTS)] == 0))
+                   & aligned(desc.src_addr, data_align) & aligned(desc.dst_addr, data_align)
+                   & (~int8 | (aligned(desc.src_scale_addr, scale_align)
+                               & aligned(desc.dst_scale_addr, scale_align))))
+        m.d.comb += [
+            self.ok.eq(op_ok & parts_ok & sync_ok & aligned(desc.flag_addr, 4)
+                       & ((desc.op != Op.ALLREDUCE) | data_ok)),
+            self.barrier_ok.eq(sync_ok & (d_mask != 0)),
+            self.mask.eq(d_mask),
+        ]
+        return m
+
+
+class Watchdog(wiring.Component):
+    """The response watchdog: ``fire`` when ``watch`` has been high for ``timeout`` cycles in a
+    row without ``moved`` or ``taken``.
+
+    ``moved`` (something made progress this cycle) also holds ``fire`` low in the same cycle;
+    ``taken`` (a flag was taken) only restarts the count: the flag's ``valid`` depends on ``fire``
+    (a state the watchdog leaves sends nothing), so ``taken`` cannot feed ``fire`` back. With
+    ``timeout = 0`` ``fire`` is always low.
+
+    Members
+    -------
+    watch : In(1)
+        The controller is in a watched state.
+    moved : In(1)
+    taken : In(1)
+    fire : Out(1)
+    """
+
+    def __init__(self, timeout):
+        self._timeout = check_int("timeout", timeout, 0)
+        super().__init__({"watch": In(1), "moved": In(1), "taken": In(1), "fire": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        t = self._timeout
+        if t:
+            quiet = Signal(range(t))
+            with m.If(~self.watch | self.moved | self.taken):
+                m.d.sync += quiet.eq(0)
+            with m.Elif(quiet != t - 1):
+                m.d.sync += quiet.eq(quiet + 1)
+            m.d.comb += self.fire.eq(self.watch & ~self.moved & (quiet == t - 1))
+        return m
 
 
 class WaveController(wiring.Component):
@@ -57,10 +128,10 @@ class WaveController(wiring.Component):
        the flag follows the data at once, and is rewritten with ``ERROR`` if a write then fails;
     5. wait until every write is acknowledged, and go on to the next descriptor.
 
-    Watchdog (``params.timeout`` cycles; 0 disables it): in steps 3-5, ``progress`` (a read or
-    write response accepted, pulsed by the wave table and the write-back), a slot reduced
-    (``slot_done``) or a flag taken restarts it. When it expires the collective is **aborted**:
-    ``flush`` is held while the read issuer stops, the write-back completes the packet it has
+    Watchdog (:class:`Watchdog`, ``params.timeout`` cycles; 0 disables it): in steps 3-5,
+    ``reads.progress`` or ``writes.progress`` (a read or write response accepted), a slot reduced
+    (``writes.slot_done``) or a flag taken restarts it. When it expires the collective is
+    **aborted**: ``run.flush`` is held while the read issuer stops, the write-back completes the packet it has
     started (no packet is truncated) and frees its write tags, and the wave table disarms every
     slot; with the output at a packet boundary, ``flush`` is held one more cycle, in which the
     table manager frees every slot and the feeder, the job queues and the datapath are emptied.
@@ -74,266 +145,266 @@ class WaveController(wiring.Component):
     ``ERROR`` in every flag; with no usable barrier it writes ``ERROR`` flags to the existing ports
     of its set at once, once per program load (later passes skip it). Either way the ISA goes on
     to the next descriptor.
+
+    Members
+    -------
+    program : Out(ProgramPort)
+        To the instruction buffer.
+    barrier : Out(BarrierQuery)
+        To the barrier manager.
+    run : Out(RunControl)
+        To every data block: the running collective (``msg``), ``flush`` and ``clear_error``.
+    issue : Out(IssueControl)
+        To the read issuer.
+    reads : In(ReadStatus)
+        From the wave table.
+    writes : In(WriteStatus)
+        From the write-back.
+    flag : Out(stream.Signature(flag_request_layout))
+        The completion flags, to the write-back.
+    counters : Out(busy_cycles, barrier_cycles, collectives, bad_descriptors, stall_wresp, timeouts)
     """
 
     def __init__(self, params):
-        if not isinstance(params, IsaParams):
-            raise TypeError(f"params must be an IsaParams, not {params!r}")
-        self._params = params
-        f = params.fabric
+        self._params = check_type("params", params, IsaParams)
         super().__init__({
-            # instruction buffer
-            "length":       In(range(params.descriptors + 1)),
-            "restart":      In(1),
-            "loading":      In(1),
-            "read_addr":    Out(range(params.descriptors)),
-            "desc":         In(descriptor_layout()),
-            "load_enable":  Out(1),
-            "turn":         In(1),
-            "advance":      Out(1),
-            # barrier manager
-            "query_sync":   Out(8),
-            "query_mask":   Out(f.ports),
-            "complete":     In(1),
-            "consume":      Out(1),
-            "generation":   In(16),
-            # datapath control
-            "start":        Out(1),
-            "msg":          Out(message_layout(params)),
-            "slot_done":    In(1),         # the write-back finished a slot
-            "wb_busy":      In(1),
-            "outstanding":  In(1),
-            "flag":         Out(stream.Signature(flag_request_layout(params))),
-            "clear_error":  Out(1),
-            "progress":     In(1),         # a read or write response was accepted
-            "issuer_busy":  In(1),
-            "flush":        Out(1),        # abort: empty the datapath blocks
-            "read_error":   In(1),
-            "write_error":  In(1),
-            "dp_status":    In(2),
-            "running":      Out(1),
-            "busy_cycles":     Out(32),
-            "barrier_cycles":  Out(32),
-            "collectives":     Out(32),
-            "bad_descriptors": Out(32),
-            "stall_wresp":     Out(32),
-            "timeouts":        Out(32),
+            "program":  Out(ProgramPort(params)),
+            "barrier":  Out(BarrierQuery(params)),
+            "run":      Out(RunControl(params)),
+            "issue":    Out(IssueControl()),
+            "reads":    In(ReadStatus()),
+            "writes":   In(WriteStatus()),
+            "flag":     Out(stream.Signature(flag_request_layout(params))),
+            "counters": Out(block_counters_layout(
+                "busy_cycles", "barrier_cycles", "collectives", "bad_descriptors", "stall_wresp",
+                "timeouts")),
         })
 
     def elaborate(self, platform):
         m = Module()
         p = self._params
         f = p.fabric
-        fb = f.flit_bytes
+        prog, c = self.program, self.counters
 
-        pc = Signal(range(p.descriptors))
-        d = Signal(descriptor_layout())
-        mask = Signal(f.ports)        # participants that exist
-        bad = Signal()
-        barrier_ok = Signal()
-        status = Signal(8)
-        generation = Signal(16)
-        slots_left = Signal(27)
-        flagged_error = Signal()
-        failed_once = Signal(p.descriptors)   # descriptors with no possible barrier, failed since restart
-        next_pc = Mux(pc + 1 >= self.length, 0, pc + 1)
-        timed_out = Signal()          # the watchdog has aborted this descriptor
-        timed_out_again = Signal()    # ... and has just expired a second time
+        # The controller's registers and the signals its states share (see the state helpers).
+        r = SimpleNamespace(
+            pc=Signal(range(p.descriptors)),
+            d=Signal(descriptor_layout()),
+            mask=Signal(f.ports),            # participants that exist
+            bad=Signal(),
+            barrier_ok=Signal(),
+            status=Signal.like(self.flag.payload.word.status),
+            generation=Signal.like(self.barrier.generation),
+            # Slots of the collective still to be written back (msg.bytes in max_payload units).
+            slots_left=Signal(range(-(-(1 << len(self.run.msg.bytes)) // f.max_payload) + 1)),
+            flagged_error=Signal(),
+            failed_once=Signal(p.descriptors),  # descriptors with no possible barrier, failed since restart
+            timed_out=Signal(),              # the watchdog has aborted this descriptor
+            timed_out_again=Signal(),        # ... and has just expired a second time
+            running=Signal(),
+            full_status=Signal.like(self.flag.payload.word.status),
+        )
+        r.next_pc = Mux(r.pc + 1 >= prog.length, 0, r.pc + 1)
 
-        # Watchdog: cycles without progress in a watched state.
-        watch = Signal()
-        # A flag taken restarts the count too, but is left out of `fire`: the flag's valid
-        # depends on `fire` (a state the watchdog leaves sends nothing), so it cannot be an input.
-        moved = self.progress | self.slot_done
-        fire = Signal() if p.timeout else Const(0)
-        if p.timeout:
-            quiet = Signal(range(p.timeout))
-            with m.If(~watch | moved | (self.flag.valid & self.flag.ready)):
-                m.d.sync += quiet.eq(0)
-            with m.Elif(quiet != p.timeout - 1):
-                m.d.sync += quiet.eq(quiet + 1)
-            m.d.comb += fire.eq(watch & ~moved & (quiet == p.timeout - 1))
+        m.submodules.check = check = DescriptorCheck(p)
+        m.submodules.watchdog = watchdog = Watchdog(p.timeout)
+        r.watchdog = watchdog
+        m.d.comb += [
+            check.desc.eq(prog.desc),
+            watchdog.moved.eq(self.reads.progress | self.writes.progress | self.writes.slot_done),
+            watchdog.taken.eq(self.flag.valid & self.flag.ready),
+        ]
+        r.check = check
 
-        def complete():
-            # The next descriptor of this resource's group gets the turn.
-            m.d.comb += self.advance.eq(self.turn)
-            m.d.sync += [self.collectives.eq(self.collectives + 1), pc.eq(next_pc)]
-            m.next = "FETCH"
-
-        def watched(body):
-            """A state the watchdog guards: ``body`` runs unless the watchdog fires this cycle."""
-            m.d.comb += watch.eq(1)
-            with m.If(fire):
-                m.d.sync += [timed_out.eq(1), timed_out_again.eq(timed_out),
-                             status.eq(status | FlagStatus.TIMEOUT.value)]
-                with m.If(~timed_out):
-                    m.d.sync += self.timeouts.eq(self.timeouts + 1)
-                m.next = "ABORT"
-            with m.Else():
-                body()
-
-        m.d.comb += [self.read_addr.eq(pc), self.query_sync.eq(d.sync), self.query_mask.eq(mask)]
-
-        # Descriptor checks (twin of descriptor.check_descriptor).
-        desc = self.desc
-        d_mask = desc.participants[:f.ports]
-        op_ok = (desc.op == Op.ALLREDUCE) | (desc.op == Op.BARRIER)
-        parts_ok = (d_mask != 0) & ((desc.participants >> f.ports) == 0 if f.ports < MAX_PORTS else 1)
-        sync_ok = desc.sync < p.sync_resources
-        data_align, scale_align = buffer_alignment(f)
-        aligned = lambda a, align: a[:(align - 1).bit_length()] == 0
-        int8 = desc.dtype == DType.INT8
-        data_ok = ((desc.dtype.as_value() != 3) & (desc.elements != 0) & (desc.elements <= p.max_elements)
-                   & (~int8 | (desc.elements[:6] == 0))
-                   & aligned(desc.src_addr, data_align) & aligned(desc.dst_addr, data_align)
-                   & (~int8 | (aligned(desc.src_scale_addr, scale_align)
-                               & aligned(desc.dst_scale_addr, scale_align))))
-        desc_ok = (op_ok & parts_ok & sync_ok & (desc.flag_addr[:2] == 0)
-                   & ((desc.op != Op.ALLREDUCE) | data_ok))
+        m.d.comb += [prog.read_addr.eq(r.pc), self.barrier.sync.eq(r.d.sync),
+                     self.barrier.mask.eq(r.mask)]
 
         # The message the datapath blocks see; held for the whole collective.
-        msg = self.msg
+        msg = self.run.msg
+        d = r.d
         m.d.comb += [
-            msg.dtype.eq(d.dtype), msg.mask.eq(mask),
+            msg.dtype.eq(d.dtype), msg.mask.eq(r.mask),
             msg.bytes.eq(Mux(d.dtype == DType.INT8, d.elements, d.elements * 2)),
             msg.src_addr.eq(d.src_addr), msg.src_scale_addr.eq(d.src_scale_addr),
             msg.dst_addr.eq(d.dst_addr), msg.dst_scale_addr.eq(d.dst_scale_addr),
         ]
-        full_status = Signal(8)
-        # Flag status bits (FlagStatus): the datapath's OVERFLOW and INVALID, and ERROR for any
-        # AXI error on a read or a write.
-        m.d.comb += full_status.eq(status | Cat(self.dp_status, self.read_error | self.write_error))
-
-        def send_flags(word_status):
-            m.d.comb += [
-                self.flag.valid.eq(1),
-                self.flag.payload.eq(0),  # the reserved bits too: no bit is left undriven
-                self.flag.payload.mask.eq(mask), self.flag.payload.addr.eq(d.flag_addr),
-                self.flag.payload.word.generation.eq(generation),
-                self.flag.payload.word.status.eq(word_status),
-            ]
+        # Flag status bits (FlagStatus): the datapath's OVERFLOW and INVALID (the same bits as
+        # DatapathStatus), and ERROR for any AXI error on a read or a write.
+        m.d.comb += r.full_status.eq(r.status | Cat(self.writes.status,
+                                                    self.reads.error | self.writes.error))
 
         with m.FSM():
-            with m.State("IDLE"):
-                m.d.comb += self.load_enable.eq(1)
-                with m.If(self.restart):
-                    m.d.sync += [pc.eq(0), failed_once.eq(0)]
-                    m.next = "FETCH"
-            # A program load ends with `restart`, which can come while the controller is looking
-            # for a ready descriptor (FETCH, DECODE) as well as in WAIT: it restarts from slot 0.
-            with m.State("FETCH"):
-                with m.If(self.restart):
-                    m.d.sync += [pc.eq(0), failed_once.eq(0)]
-                with m.Else():
-                    m.next = "DECODE"
-            with m.State("DECODE"):
-                m.d.sync += [
-                    d.eq(desc), mask.eq(d_mask), bad.eq(~desc_ok),
-                    barrier_ok.eq(sync_ok & (d_mask != 0)), status.eq(0), timed_out.eq(0),
-                ]
-                with m.If(self.restart):
-                    m.d.sync += [pc.eq(0), failed_once.eq(0)]
-                    m.next = "FETCH"
-                with m.Else():
-                    m.next = "WAIT"
+            self._fetch_states(m, r)
             with m.State("WAIT"):
-                m.d.comb += self.load_enable.eq(1)
-                with m.If(self.restart):
-                    m.d.sync += [pc.eq(0), failed_once.eq(0)]
-                    m.next = "FETCH"
-                with m.Elif(self.loading):
-                    pass    # a program is being loaded: start nothing until it is complete
-                with m.Elif(~barrier_ok):
-                    with m.If(failed_once.bit_select(pc, 1)):
-                        # Failed once since the program was loaded: skip it (passing its
-                        # resource's turn on, if it holds it) rather than flood ERROR flags.
-                        m.d.comb += self.advance.eq(self.turn)
-                        m.d.sync += pc.eq(next_pc)
-                        m.next = "FETCH"
-                    with m.Else():
-                        # No barrier is possible: fail at once.
-                        m.d.sync += [generation.eq(0), status.eq(FlagStatus.ERROR.value),
-                                     self.bad_descriptors.eq(self.bad_descriptors + 1),
-                                     failed_once.eq(failed_once | (Const(1, p.descriptors) << pc))]
-                        m.next = "FLAGS"
-                with m.Elif(~self.turn):
-                    # Not its resource's turn: an earlier descriptor of the same group comes first.
-                    m.d.sync += pc.eq(next_pc)
-                    m.next = "FETCH"
-                with m.Elif(self.complete):
-                    m.d.comb += [self.consume.eq(1), self.clear_error.eq(1)]
-                    m.d.sync += [generation.eq(self.generation + 1), flagged_error.eq(0),
-                                 slots_left.eq((msg.bytes + f.max_payload - 1) // f.max_payload)]
-                    with m.If(bad):
-                        m.d.sync += [status.eq(FlagStatus.ERROR.value),
-                                     self.bad_descriptors.eq(self.bad_descriptors + 1)]
-                        m.next = "FLAGS"
-                    with m.Elif(d.op == Op.BARRIER):
-                        m.next = "FLAGS"
-                    with m.Else():
-                        m.d.comb += self.start.eq(1)
-                        m.next = "RUN"
-                with m.Elif(self.length > 1):
-                    # Its group has not all arrived: look at the next descriptor, so a group that
-                    # is late never holds up another group's collective (isolation).
-                    m.d.sync += [self.barrier_cycles.eq(self.barrier_cycles + 1), pc.eq(next_pc)]
-                    m.next = "FETCH"
-                with m.Else():
-                    m.d.sync += self.barrier_cycles.eq(self.barrier_cycles + 1)
-            with m.State("RUN"):
-                m.d.comb += self.running.eq(1)
+                self._wait_state(m, r)
+            self._run_states(m, r)
 
-                def run():
-                    with m.If(self.slot_done):
-                        m.d.sync += slots_left.eq(slots_left - 1)
-                        with m.If(slots_left == 1):
-                            m.next = "ACKS"
-                watched(run)
-            with m.State("ACKS"):
-                m.d.comb += self.running.eq(1)
-
-                def acks():
-                    with m.If(d.flag_mode == FlagMode.ORDERED):
-                        m.next = "FLAGS"
-                    with m.Elif(~self.outstanding & ~self.wb_busy):
-                        m.next = "FLAGS"
-                    with m.Else():
-                        m.d.sync += self.stall_wresp.eq(self.stall_wresp + 1)
-                watched(acks)
-            with m.State("FLAGS"):
-                m.d.comb += self.running.eq(1)
-
-                def flags():
-                    send_flags(full_status)
-                    with m.If(self.flag.ready):
-                        m.d.sync += flagged_error.eq(full_status[2])
-                        m.next = "FINISH"
-                watched(flags)
-            with m.State("FINISH"):
-                m.d.comb += self.running.eq(1)
-
-                def finish():
-                    with m.If(~self.outstanding & ~self.wb_busy):
-                        with m.If(full_status[2] & ~flagged_error):
-                            # ORDERED mode: a write failed after the flag went out; say so.
-                            m.next = "FLAGS"
-                        with m.Else():
-                            complete()
-                watched(finish)
-            with m.State("ABORT"):
-                # Stop issuing, let the write-back finish its packet; nothing is truncated.
-                m.d.comb += [self.running.eq(1), self.flush.eq(1)]
-                with m.If(~self.wb_busy & ~self.issuer_busy):
-                    m.next = "ABORT_END"
-            with m.State("ABORT_END"):
-                # One more flush cycle with every producer quiet: the job queues, the feeder, the
-                # datapath and the table manager come out of it empty.
-                m.d.comb += [self.running.eq(1), self.flush.eq(1)]
-                with m.If(timed_out_again):
-                    complete()         # the TIMEOUT flags themselves went unanswered: give up
-                with m.Else():
-                    m.next = "FLAGS"
-
-        with m.If(self.running):
-            m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
+        with m.If(r.running):
+            m.d.sync += c.busy_cycles.eq(c.busy_cycles + 1)
         return m
+
+    def _restart(self, m, r):
+        """A program has been loaded: start again from descriptor 0."""
+        m.d.sync += [r.pc.eq(0), r.failed_once.eq(0)]
+
+    def _complete(self, m, r):
+        """The descriptor is done: the next descriptor of its resource's group gets the turn."""
+        c = self.counters
+        m.d.comb += self.program.advance.eq(self.program.turn)
+        m.d.sync += [c.collectives.eq(c.collectives + 1), r.pc.eq(r.next_pc)]
+        m.next = "FETCH"
+
+    def _watched(self, m, r, body):
+        """A state the watchdog guards: ``body()`` runs unless the watchdog fires this cycle."""
+        c = self.counters
+        m.d.comb += r.watchdog.watch.eq(1)
+        with m.If(r.watchdog.fire):
+            m.d.sync += [r.timed_out.eq(1), r.timed_out_again.eq(r.timed_out),
+                         r.status.eq(r.status | FlagStatus.TIMEOUT.value)]
+            with m.If(~r.timed_out):
+                m.d.sync += c.timeouts.eq(c.timeouts + 1)
+            m.next = "ABORT"
+        with m.Else():
+            body()
+
+    def _fetch_states(self, m, r):
+        """IDLE (no program yet), FETCH and DECODE (read the descriptor at ``pc``, check it)."""
+        prog = self.program
+        with m.State("IDLE"):
+            m.d.comb += prog.load_enable.eq(1)
+            with m.If(prog.restart):
+                self._restart(m, r)
+                m.next = "FETCH"
+        # A program load ends with `restart`, which can come while the controller is looking
+        # for a ready descriptor (FETCH, DECODE) as well as in WAIT: it restarts from slot 0.
+        with m.State("FETCH"):
+            with m.If(prog.restart):
+                self._restart(m, r)
+            with m.Else():
+                m.next = "DECODE"
+        with m.State("DECODE"):
+            m.d.sync += [
+                r.d.eq(prog.desc), r.mask.eq(r.check.mask), r.bad.eq(~r.check.ok),
+                r.barrier_ok.eq(r.check.barrier_ok), r.status.eq(0), r.timed_out.eq(0),
+            ]
+            with m.If(prog.restart):
+                self._restart(m, r)
+                m.next = "FETCH"
+            with m.Else():
+                m.next = "WAIT"
+
+    def _wait_state(self, m, r):
+        """WAIT: hold the descriptor until its barrier is complete and it is its group's turn,
+        or pass it by (another group's descriptor may be ready), or fail it at once."""
+        p = self._params
+        f = p.fabric
+        prog, q, c = self.program, self.barrier, self.counters
+        m.d.comb += prog.load_enable.eq(1)
+        with m.If(prog.restart):
+            self._restart(m, r)
+            m.next = "FETCH"
+        with m.Elif(prog.loading):
+            pass    # a program is being loaded: start nothing until it is complete
+        with m.Elif(~r.barrier_ok):
+            with m.If(r.failed_once.bit_select(r.pc, 1)):
+                # Failed once since the program was loaded: skip it (passing its
+                # resource's turn on, if it holds it) rather than flood ERROR flags.
+                m.d.comb += prog.advance.eq(prog.turn)
+                m.d.sync += r.pc.eq(r.next_pc)
+                m.next = "FETCH"
+            with m.Else():
+                # No barrier is possible: fail at once.
+                m.d.sync += [r.generation.eq(0), r.status.eq(FlagStatus.ERROR.value),
+                             c.bad_descriptors.eq(c.bad_descriptors + 1),
+                             r.failed_once.eq(r.failed_once | (Const(1, p.descriptors) << r.pc))]
+                m.next = "FLAGS"
+        with m.Elif(~prog.turn):
+            # Not its resource's turn: an earlier descriptor of the same group comes first.
+            m.d.sync += r.pc.eq(r.next_pc)
+            m.next = "FETCH"
+        with m.Elif(q.complete):
+            m.d.comb += [q.consume.eq(1), self.run.clear_error.eq(1)]
+            m.d.sync += [r.generation.eq(q.generation + 1), r.flagged_error.eq(0),
+                         r.slots_left.eq((self.run.msg.bytes + f.max_payload - 1) // f.max_payload)]
+            with m.If(r.bad):
+                m.d.sync += [r.status.eq(FlagStatus.ERROR.value),
+                             c.bad_descriptors.eq(c.bad_descriptors + 1)]
+                m.next = "FLAGS"
+            with m.Elif(r.d.op == Op.BARRIER):
+                m.next = "FLAGS"
+            with m.Else():
+                m.d.comb += self.issue.start.eq(1)
+                m.next = "RUN"
+        with m.Elif(prog.length > 1):
+            # Its group has not all arrived: look at the next descriptor, so a group that
+            # is late never holds up another group's collective (isolation).
+            m.d.sync += [c.barrier_cycles.eq(c.barrier_cycles + 1), r.pc.eq(r.next_pc)]
+            m.next = "FETCH"
+        with m.Else():
+            m.d.sync += c.barrier_cycles.eq(c.barrier_cycles + 1)
+
+    def _run_states(self, m, r):
+        """RUN, ACKS, FLAGS, FINISH (watched) and the abort, ABORT and ABORT_END."""
+        c, w, d = self.counters, self.writes, r.d
+        writes_done = ~w.outstanding & ~w.busy
+
+        with m.State("RUN"):
+            m.d.comb += r.running.eq(1)
+
+            def run():
+                with m.If(w.slot_done):
+                    m.d.sync += r.slots_left.eq(r.slots_left - 1)
+                    with m.If(r.slots_left == 1):
+                        m.next = "ACKS"
+            self._watched(m, r, run)
+        with m.State("ACKS"):
+            m.d.comb += r.running.eq(1)
+
+            def acks():
+                with m.If(d.flag_mode == FlagMode.ORDERED):
+                    m.next = "FLAGS"
+                with m.Elif(writes_done):
+                    m.next = "FLAGS"
+                with m.Else():
+                    m.d.sync += c.stall_wresp.eq(c.stall_wresp + 1)
+            self._watched(m, r, acks)
+        with m.State("FLAGS"):
+            m.d.comb += r.running.eq(1)
+
+            def flags():
+                flag = self.flag
+                m.d.comb += [
+                    flag.valid.eq(1),
+                    flag.payload.eq(0),  # the reserved bits too: no bit is left undriven
+                    flag.payload.mask.eq(r.mask), flag.payload.addr.eq(d.flag_addr),
+                    flag.payload.word.generation.eq(r.generation),
+                    flag.payload.word.status.eq(r.full_status),
+                ]
+                with m.If(flag.ready):
+                    m.d.sync += r.flagged_error.eq(r.full_status[_ERROR_BIT])
+                    m.next = "FINISH"
+            self._watched(m, r, flags)
+        with m.State("FINISH"):
+            m.d.comb += r.running.eq(1)
+
+            def finish():
+                with m.If(writes_done):
+                    with m.If(r.full_status[_ERROR_BIT] & ~r.flagged_error):
+                        # ORDERED mode: a write failed after the flag went out; say so.
+                        m.next = "FLAGS"
+                    with m.Else():
+                        self._complete(m, r)
+            self._watched(m, r, finish)
+        with m.State("ABORT"):
+            # Stop issuing, let the write-back finish its packet; nothing is truncated.
+            m.d.comb += [r.running.eq(1), self.run.flush.eq(1)]
+            with m.If(~w.busy & ~self.issue.busy):
+                m.next = "ABORT_END"
+        with m.State("ABORT_END"):
+            # One more flush cycle with every producer quiet: the job queues, the feeder, the
+            # datapath and the table manager come out of it empty.
+            m.d.comb += [r.running.eq(1), self.run.flush.eq(1)]
+            with m.If(r.timed_out_again):
+                self._complete(m, r)    # the TIMEOUT flags themselves went unanswered: give up
+            with m.Else():
+                m.next = "FLAGS"

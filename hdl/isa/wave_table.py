@@ -1,32 +1,28 @@
 """WaveTable: every participant's wave table (block RAM) and the read responses that fill it."""
 
 from amaranth.hdl import Module, Signal, Array, Mux, Cat, Const
-from amaranth.lib import wiring, stream, data
+from amaranth.lib import wiring, stream
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ..codec import pack
 from ..packet import Opcode, Status
 from ..transport import packet_signature
-from .descriptor import IsaParams
+from ..params import check_type
+from .descriptor import IsaParams, ReadKind, read_tag_layout
+from .interfaces import (arm_layout, block_counters_layout, RunControl, ReadStatus,
+                         WaveTableRead)
 
 
-__all__ = ["WaveTable", "arm_layout", "TAG_DATA", "TAG_SCALE", "read_tag"]
-
-#: Packet kind in bit 0 of a read tag; the slot index is in the bits above it.
-TAG_DATA, TAG_SCALE = 0, 1
+__all__ = ["WaveTable", "arm_layout", "read_tag"]
 
 
 def read_tag(params, slot, kind, seq):
-    """The tag of the read request for ``slot``'s data or scale packet, issued as the slot's use
-    number ``seq`` (modulo ``2**read_seq_bits``): ``seq << (1 + slot_bits) | slot << 1 | kind``."""
-    seq &= (1 << params.read_seq_bits) - 1
-    return (seq << (1 + params.slot_bits)) | (slot << 1) | kind
-
-
-def arm_layout(params):
-    """Arming a slot: which ports' packets it expects, and the issue number its tags carry."""
-    return data.StructLayout({"slot": params.slot_bits, "mask": params.fabric.ports, "scales": 1,
-                              "seq": params.read_seq_bits})
+    """The tag (an integer) of the read request for ``slot``'s ``kind`` packet (:class:`ReadKind`),
+    issued as the slot's issue number ``seq`` (kept modulo ``2**read_seq_bits``), packed with
+    :func:`~.descriptor.read_tag_layout`."""
+    return pack(read_tag_layout(params), kind=ReadKind(kind), slot=slot,
+                seq=seq & ((1 << params.read_seq_bits) - 1))
 
 
 class WaveTable(wiring.Component):
@@ -38,43 +34,47 @@ class WaveTable(wiring.Component):
     participants and slots may arrive in any order and are written straight where they belong.
 
     Arming a slot (``arm``, pulse) declares which ports' data (and, for INT8, scale) packets it
-    expects and clears its progress. Each expected response is accepted once: a response whose
-    opcode is not ``READ_RESP``, whose slot does not exist or whose (slot, kind, port) is not
-    expected (unknown tag, or a duplicate) is dropped whole and counted in ``unknown_tags``. A
-    response with a non-``OK`` status is stored (its data is whatever came) and sets the sticky
-    ``resp_error`` (cleared by ``clear_error``).
+    expects, the issue number their tags carry (``seq``), and clears its progress. Each expected
+    response is accepted once: a response whose opcode is not ``READ_RESP``, whose slot does not
+    exist, whose ``seq`` is not the slot's current issue number (a late response) or whose (slot,
+    kind, port) is not expected (unknown tag, or a duplicate) is dropped whole and counted in
+    ``counters.unknown_tags``. A response with a non-``OK`` status is stored (its data is whatever
+    came) and sets the sticky ``status.error`` (cleared by ``run.clear_error``).
 
     Progress is per flit, so the feeder can start reducing a slot before it is complete
-    (cut-through): for ``rd_slot``, ``avail[p]`` is the number of data flits of port ``p`` already
-    written (``slot_flits`` once the response has ended: a short or failed response can never stall
-    the feeder) and ``scales_done[p]`` says port ``p``'s scale packet has ended.
+    (cut-through): for ``rd.slot``, ``rd.avail[p]`` is the number of data flits of port ``p``
+    already written (``slot_flits`` once the response has ended: a short or failed response can
+    never stall the feeder) and ``rd.scales_done[p]`` says port ``p``'s scale packet has ended.
 
-    Reads are synchronous: ``rd_data[p]`` / ``rd_scale[p]`` show the flits at (``rd_slot``,
-    ``rd_flit`` / ``rd_scale_flit``) of the previous cycle in which ``rd_en`` was high, and hold
-    while ``rd_en`` is low.
+    Reads are synchronous: ``rd.data[p]`` / ``rd.scale[p]`` show the flits at (``rd.slot``,
+    ``rd.flit`` / ``rd.scale_flit``) of the previous cycle in which ``rd.en`` was high, and hold
+    while ``rd.en`` is low.
+
+    Members
+    -------
+    rdata : In(packet_signature).array(ports)
+        The ISA's RDATA-class receive stream of each port (never back-pressured).
+    arm : In(stream.Signature(arm_layout, always_ready=True))
+    rd : In(WaveTableRead)
+        The feeder's read port.
+    run : In(RunControl)
+        ``flush`` disarms every slot (the rest of a packet being received is dropped);
+        ``clear_error`` clears ``status.error``.
+    status : Out(ReadStatus)
+        ``error``: sticky non-``OK`` response; ``progress``: a response flit was accepted.
+    counters : Out(unknown_tags)
     """
 
     def __init__(self, params):
-        if not isinstance(params, IsaParams):
-            raise TypeError(f"params must be an IsaParams, not {params!r}")
-        self._params = params
+        self._params = check_type("params", params, IsaParams)
         f = params.fabric
         super().__init__({
-            "rdata":         In(packet_signature(f)).array(f.ports),
-            "arm":           In(stream.Signature(arm_layout(params), always_ready=True)),
-            "rd_slot":       In(params.slot_bits),
-            "rd_flit":       In(range(params.slot_flits)),
-            "rd_scale_flit": In(range(params.scale_flits_per_slot)),
-            "rd_en":         In(1),
-            "rd_data":       Out(f.flit_width).array(f.ports),
-            "rd_scale":      Out(f.flit_width).array(f.ports),
-            "avail":         Out(range(params.slot_flits + 1)).array(f.ports),
-            "scales_done":   Out(f.ports),
-            "resp_error":    Out(1),
-            "clear_error":   In(1),
-            "flush":         In(1),
-            "progress":      Out(1),
-            "unknown_tags":  Out(32),
+            "rdata":    In(packet_signature(f)).array(f.ports),
+            "arm":      In(stream.Signature(arm_layout(params), always_ready=True)),
+            "rd":       In(WaveTableRead(params)),
+            "run":      In(RunControl(params)),
+            "status":   Out(ReadStatus()),
+            "counters": Out(block_counters_layout("unknown_tags")),
         })
 
     def elaborate(self, platform):
@@ -95,8 +95,9 @@ class WaveTable(wiring.Component):
         expect_scale = per_slot("expect_scale", 1)
         slot_seq = Array(Signal(p.read_seq_bits, name=f"seq_s{s}") for s in range(slots))
 
-        with m.If(self.clear_error):
-            m.d.sync += self.resp_error.eq(0)
+        rd, flush = self.rd, self.run.flush
+        with m.If(self.run.clear_error):
+            m.d.sync += self.status.error.eq(0)
 
         unknown_terms = []
         progress_terms = []
@@ -106,11 +107,11 @@ class WaveTable(wiring.Component):
             dwr, swr = dmem.write_port(), smem.write_port()
             drd, srd = dmem.read_port(), smem.read_port()
             m.d.comb += [
-                drd.addr.eq(self.rd_slot * sf + self.rd_flit), drd.en.eq(self.rd_en),
-                srd.addr.eq(self.rd_slot * ssf + self.rd_scale_flit), srd.en.eq(self.rd_en),
-                self.rd_data[i].eq(drd.data), self.rd_scale[i].eq(srd.data),
-                self.avail[i].eq(Mux(data_done[self.rd_slot][i], sf, count[self.rd_slot][i])),
-                self.scales_done[i].eq(scale_done[self.rd_slot][i]),
+                drd.addr.eq(rd.slot * sf + rd.flit), drd.en.eq(rd.en),
+                srd.addr.eq(rd.slot * ssf + rd.scale_flit), srd.en.eq(rd.en),
+                rd.data[i].eq(drd.data), rd.scale[i].eq(srd.data),
+                rd.avail[i].eq(Mux(data_done[rd.slot][i], sf, count[rd.slot][i])),
+                rd.scales_done[i].eq(scale_done[rd.slot][i]),
             ]
 
             rx = self.rdata[i]
@@ -123,12 +124,12 @@ class WaveTable(wiring.Component):
 
             hdr = Signal(hdr_layout, name=f"hdr{i}")
             m.d.comb += hdr.eq(rx.payload.data[:hdr_layout.size])
-            h_slot = hdr.tag[1:1 + p.slot_bits]
-            h_kind = hdr.tag[0]
-            h_seq = hdr.tag[1 + p.slot_bits:]
+            tag = read_tag_layout(p)(hdr.tag)
+            h_slot, h_seq = tag.slot, tag.seq
+            h_kind = tag.kind == ReadKind.SCALE
             slot_ok = (h_slot < slots) if slots < (1 << p.slot_bits) else Const(1)
             h_known = Signal(name=f"known{i}")
-            m.d.comb += h_known.eq((hdr.opcode == Opcode.READ_RESP) & slot_ok & ~self.flush
+            m.d.comb += h_known.eq((hdr.opcode == Opcode.READ_RESP) & slot_ok & ~flush
                                    & (h_seq == slot_seq[h_slot])
                                    & Mux(h_kind, expect_scale[h_slot][i], expect_data[h_slot][i]))
 
@@ -144,7 +145,7 @@ class WaveTable(wiring.Component):
                     m.d.sync += [keep.eq(h_known), slot.eq(h_slot), kind.eq(h_kind), offset.eq(0)]
                     with m.If(h_known):
                         with m.If(hdr.status != Status.OK):
-                            m.d.sync += self.resp_error.eq(1)
+                            m.d.sync += self.status.error.eq(1)
                         with m.If(rx.payload.last):
                             finish(h_slot, h_kind)
                 with m.Elif(keep):
@@ -160,14 +161,15 @@ class WaveTable(wiring.Component):
                         m.d.sync += count[slot][i].eq(offset + 1)
                     with m.If(rx.payload.last):
                         finish(slot, kind)
-            with m.If(self.flush):
+            with m.If(flush):
                 # Abort: drop the rest of the packet being received (framing goes on above).
                 m.d.sync += keep.eq(0)
             unknown_terms.append(rx.valid & ~in_body & ~h_known)
-            progress_terms.append(rx.valid & Mux(in_body, keep & ~self.flush, h_known))
+            progress_terms.append(rx.valid & Mux(in_body, keep & ~flush, h_known))
 
-        m.d.sync += self.unknown_tags.eq(self.unknown_tags + sum(unknown_terms))
-        m.d.comb += self.progress.eq(Cat(progress_terms).any())
+        unknown_tags = self.counters.unknown_tags
+        m.d.sync += unknown_tags.eq(unknown_tags + sum(unknown_terms))
+        m.d.comb += self.status.progress.eq(Cat(progress_terms).any())
 
         with m.If(self.arm.valid):
             s = self.arm.payload.slot
@@ -181,7 +183,7 @@ class WaveTable(wiring.Component):
                     expect_scale[s][i].eq(want & self.arm.payload.scales),
                 ]
             m.d.sync += slot_seq[s].eq(self.arm.payload.seq)
-        with m.If(self.flush):
+        with m.If(flush):
             # After the arming above, so a flush wins (the issuer does not arm while flushing).
             for s in range(slots):
                 for i in range(n):

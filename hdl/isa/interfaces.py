@@ -1,0 +1,297 @@
+"""The ISA's internal interfaces: the signatures that join its blocks, and the layouts they carry.
+
+:class:`~.isa.Isa` joins its blocks only through these, with ``wiring.connect()``, so every wire
+between two blocks is checked for width and direction at elaboration. Each signature is written
+from the side of the block that *drives* the request (the wave controller, or the feeder towards
+the wave table); the other side uses ``In(...)`` of the same signature, i.e. its flipped form::
+
+    wave controller --program-->  instruction buffer      ProgramPort
+                    --barrier-->  barrier manager         BarrierQuery
+                    --run------>  issuer, feeder, wave    RunControl (one driver, five readers)
+                                  table, write-back,
+                                  table manager
+                    --issue---->  read issuer             IssueControl
+                    <--reads----  wave table              ReadStatus
+                    <--writes---  write-back              WriteStatus
+                    --flag----->  write-back              stream of flag_request_layout
+    feeder          --rd------->  wave table              WaveTableRead
+                    --release-->  table manager           SlotRelease
+
+Counters: every block that counts has a ``counters`` member (``Out`` of a struct of
+``COUNTER_BITS``-bit fields named as in :func:`counters_layout`); the ISA sums them by name.
+"""
+
+from amaranth.hdl import Shape
+from amaranth.lib import wiring, data
+from amaranth.lib.wiring import In, Out
+
+from ..packet import flag_layout
+from .descriptor import descriptor_layout
+from .dtype import DType, DatapathStatus
+
+
+__all__ = ["COUNTER_BITS", "GENERATION_BITS", "counters_layout", "block_counters_layout",
+           "message_layout", "job_layout", "arm_layout", "flag_request_layout",
+           "ProgramPort", "BarrierQuery", "RunControl", "IssueControl", "ReadStatus",
+           "WriteStatus", "WaveTableRead", "SlotRelease"]
+
+#: Width of every performance and error counter (a choice: wrapping 32-bit counters).
+COUNTER_BITS = 32
+#: Width of a barrier generation: the ``generation`` field of the completion flag.
+GENERATION_BITS = flag_layout()["generation"].width
+
+_COUNTERS = (
+    "busy_cycles",        # a collective is running (barrier complete to flags done)
+    "barrier_cycles",     # a descriptor is waiting for its barrier
+    "collectives",        # descriptors completed (good or bad)
+    "bad_descriptors",    # descriptors that ended with ERROR before running
+    "slots",              # wave-table slots issued
+    "waves",              # waves freed by the table manager
+    "stall_slot",         # issuer waiting for a free slot (wave regulation)
+    "stall_req",          # issuer waiting for request-queue room
+    "stall_data",         # feeder waiting for read data
+    "stall_tx",           # write-back waiting for send-queue room
+    "stall_wresp",        # waiting for write responses before the flags (ACKED mode)
+    "unknown_tags",       # read responses dropped: unknown, duplicate or late tag
+    "bad_arrivals",       # arrivals at a sync resource that does not exist
+    "dup_arrivals",       # a port arrived twice in one generation
+    "bad_requests",       # requests to the ISA it does not serve
+    "unknown_wresps",     # write responses dropped: unknown, duplicate or late tag
+    "timeouts",           # collectives ended by the response watchdog
+)
+
+
+def counters_layout():
+    """Performance and error counters of the ISA, readable by the testbench (``COUNTER_BITS``
+    each, wrapping). ``docs/ISA.md`` (Counters) documents each one."""
+    return data.StructLayout({name: COUNTER_BITS for name in _COUNTERS})
+
+
+def block_counters_layout(*names):
+    """The ``counters`` member of one block: the named fields of :func:`counters_layout`."""
+    unknown = set(names) - set(_COUNTERS)
+    assert not unknown, f"not ISA counters: {sorted(unknown)}"
+    return data.StructLayout({name: COUNTER_BITS for name in names})
+
+
+def message_layout(params):
+    """What the issuer, feeder and write-back need to know of the running collective."""
+    return data.StructLayout({
+        "dtype":      DType,
+        "mask":       params.fabric.ports,
+        "bytes":      34,            # data bytes per participant (elements * 2, or * 1 for INT8)
+        "src_addr":   48, "src_scale_addr": 48,
+        "dst_addr":   48, "dst_scale_addr": 48,
+    })
+
+
+def job_layout(params):
+    """One slot's worth of a message: its wave-table ``slot``, its index ``seq`` in the message,
+    its data ``bytes`` (the last slot may be short) and whether it is the message's ``last``."""
+    return data.StructLayout({"slot": params.slot_bits, "seq": 26,
+                              "bytes": range(params.fabric.max_payload + 1), "last": 1})
+
+
+def arm_layout(params):
+    """Arming a slot: which ports' packets it expects, and the issue number its tags carry."""
+    return data.StructLayout({"slot": params.slot_bits, "mask": params.fabric.ports, "scales": 1,
+                              "seq": params.read_seq_bits})
+
+
+def flag_request_layout(params):
+    """One completion flag to write: the participants, the flag's address and its word."""
+    return data.StructLayout({"mask": params.fabric.ports, "addr": 48, "word": flag_layout()})
+
+
+class ProgramPort(wiring.Signature):
+    """Wave controller -> instruction buffer: reading the program, and each resource's turn.
+
+    Members
+    -------
+    read_addr : Out(range(descriptors))
+        The descriptor to read; ``desc`` shows it one cycle later.
+    load_enable : Out(1)
+        Loads are accepted (no collective is running).
+    advance : Out(1)
+        Pass the turn of ``read_addr``'s sync resource to its next descriptor.
+    desc : In(descriptor_layout)
+    length : In(range(descriptors + 1))
+        Program length (0 until a program is loaded).
+    restart : In(1)
+        Pulse: a program has been loaded; start again from descriptor 0.
+    loading : In(1)
+        A program load has begun and not ended.
+    turn : In(1)
+        The descriptor at ``read_addr`` is its sync resource's turn.
+    """
+
+    def __init__(self, params):
+        super().__init__({
+            "read_addr":   Out(range(params.descriptors)),
+            "load_enable": Out(1),
+            "advance":     Out(1),
+            "desc":        In(descriptor_layout()),
+            "length":      In(range(params.descriptors + 1)),
+            "restart":     In(1),
+            "loading":     In(1),
+            "turn":        In(1),
+        })
+
+
+class BarrierQuery(wiring.Signature):
+    """Wave controller -> barrier manager: is a barrier complete, and consume it.
+
+    Members
+    -------
+    sync : Out(range(sync_resources))
+        The sync resource asked about (the controller only acts on a resource that exists).
+    mask : Out(ports)
+        The participants that must have arrived.
+    consume : Out(1)
+        Pulse: clear ``mask``'s arrivals at ``sync`` and advance its generation.
+    complete : In(1)
+        Every port of ``mask`` has arrived at ``sync`` (combinational).
+    generation : In(GENERATION_BITS)
+        Completed barriers of ``sync`` so far.
+    """
+
+    def __init__(self, params):
+        super().__init__({
+            "sync":       Out(range(params.sync_resources)),
+            "mask":       Out(params.fabric.ports),
+            "consume":    Out(1),
+            "complete":   In(1),
+            "generation": In(GENERATION_BITS),
+        })
+
+
+class RunControl(wiring.Signature):
+    """Wave controller -> every data block: the running collective, and its abort.
+
+    One driver (the controller), several readers; each reader uses the members it needs.
+
+    Members
+    -------
+    msg : Out(message_layout)
+        The running collective; held from its start to its end.
+    flush : Out(1)
+        Held while the controller aborts a collective (watchdog): each block empties itself.
+    clear_error : Out(1)
+        Pulse at the start of a collective: clear the sticky error and status bits.
+    """
+
+    def __init__(self, params):
+        super().__init__({
+            "msg":         Out(message_layout(params)),
+            "flush":       Out(1),
+            "clear_error": Out(1),
+        })
+
+
+class IssueControl(wiring.Signature):
+    """Wave controller -> read issuer.
+
+    Members
+    -------
+    start : Out(1)
+        Pulse: issue the reads of ``run.msg``.
+    busy : In(1)
+        Requests are still to be queued.
+    """
+
+    def __init__(self):
+        super().__init__({"start": Out(1), "busy": In(1)})
+
+
+class ReadStatus(wiring.Signature):
+    """Wave table -> wave controller.
+
+    Members
+    -------
+    error : Out(1)
+        Sticky: a read response had a non-``OK`` status (cleared by ``run.clear_error``).
+    progress : Out(1)
+        A read response flit was accepted this cycle (restarts the watchdog).
+    """
+
+    def __init__(self):
+        super().__init__({"error": Out(1), "progress": Out(1)})
+
+
+class WriteStatus(wiring.Signature):
+    """Write-back -> wave controller.
+
+    Members
+    -------
+    error : Out(1)
+        Sticky: a write response had a non-``OK`` status (cleared by ``run.clear_error``).
+    status : Out(DatapathStatus width)
+        OR of the datapath's status flags since ``run.clear_error``.
+    busy : Out(1)
+        A packet is being sent (the output is not at a packet boundary).
+    outstanding : Out(1)
+        Some write has not been acknowledged.
+    progress : Out(1)
+        A write response was accepted this cycle.
+    slot_done : Out(1)
+        The last data flit of a slot was taken from the datapath this cycle.
+    """
+
+    def __init__(self):
+        super().__init__({
+            "error":       Out(1),
+            "status":      Out(Shape.cast(DatapathStatus).width),
+            "busy":        Out(1),
+            "outstanding": Out(1),
+            "progress":    Out(1),
+            "slot_done":   Out(1),
+        })
+
+
+class WaveTableRead(wiring.Signature):
+    """Feeder -> wave table: the read port of every participant's table, and its progress.
+
+    Members
+    -------
+    slot : Out(slot_bits)
+    flit : Out(range(slot_flits))
+    scale_flit : Out(range(scale_flits_per_slot))
+    en : Out(1)
+        Read (``slot``, ``flit``) and (``slot``, ``scale_flit``); ``data``/``scale`` show them one
+        cycle later and hold while ``en`` is low.
+    data : In(flit_width).array(ports)
+    scale : In(flit_width).array(ports)
+    avail : In(range(slot_flits + 1)).array(ports)
+        Data flits of ``slot`` written so far per port (``slot_flits`` once its packet has ended).
+    scales_done : In(ports)
+        Per port: the scale packet of ``slot`` has ended.
+    """
+
+    def __init__(self, params):
+        f = params.fabric
+        super().__init__({
+            "slot":        Out(params.slot_bits),
+            "flit":        Out(range(params.slot_flits)),
+            "scale_flit":  Out(range(params.scale_flits_per_slot)),
+            "en":          Out(1),
+            "data":        In(f.flit_width).array(f.ports),
+            "scale":       In(f.flit_width).array(f.ports),
+            "avail":       In(range(params.slot_flits + 1)).array(f.ports),
+            "scales_done": In(f.ports),
+        })
+
+
+class SlotRelease(wiring.Signature):
+    """Feeder -> table manager.
+
+    Members
+    -------
+    release : Out(1)
+        Pulse: the oldest reserved slot has been read out to the datapath.
+    end : Out(1)
+        With ``release``: that slot was the last of its message (frees a partial wave).
+    """
+
+    def __init__(self):
+        super().__init__({"release": Out(1), "end": Out(1)})
+

@@ -1,0 +1,860 @@
+"""Unit tests of the ISA's blocks in Amaranth's simulator (each runs in seconds).
+
+Each bench drives its block cycle by cycle from one async testbench: inputs are set, the handshakes
+of the cycle are sampled, then the clock ticks. Streams get idle cycles and backpressure from a
+seeded ``random.Random`` (the seed is logged: replay with ``SCIN_SEED=<seed>``), sinks check the
+stream contract (a payload holds while ``valid`` waits for ``ready``), and every check compares
+against a Python model of the block or the codec of the layouts (``scin.hdl.codec``).
+"""
+
+import logging
+import os
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from scin.hdl.codec import pack, unpack
+from scin.hdl.isa import (IsaParams, Op, DType, ReadKind, check_descriptor, descriptor_layout,
+                          read_tag, write_tag, load_layout)
+from scin.hdl.isa.barrier import BarrierManager
+from scin.hdl.isa.feeder import Feeder
+from scin.hdl.isa.instruction_buffer import InstructionBuffer
+from scin.hdl.isa.interfaces import flag_request_layout, job_layout, message_layout
+from scin.hdl.isa.read_issuer import ReadIssuer
+from scin.hdl.isa.table_manager import TableManager
+from scin.hdl.isa.wave_controller import DescriptorCheck, Watchdog
+from scin.hdl.isa.wave_table import WaveTable
+from scin.hdl.isa.writeback import WriteBack, WriteTags
+from scin.hdl.packet import FabricParams, MsgClass, Opcode, Status
+
+
+log = logging.getLogger(__name__)
+
+#: Stimulus modes: every stream always valid / always ready, or with idle cycles and backpressure.
+MODES = ("eager", "random")
+
+
+def _rng(name, mode):
+    base = os.environ.get("SCIN_SEED") or str(random.randrange(1 << 32))
+    seed = f"{base}:{name}:{mode}"
+    log.info("random seed %r (replay with SCIN_SEED=%s)", seed, base)
+    print(f"random seed {seed!r} (replay with SCIN_SEED={base})")
+    return random.Random(seed)
+
+
+def _pauses(mode):
+    """``(idle, stall)``: how often a source idles and a sink stalls, per cycle."""
+    return (0.3, 0.3) if mode == "random" else (0, 0)
+
+
+def _run(dut, bench, clock=True):
+    sim = Simulator(dut)
+    if clock:
+        sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def _value(v):
+    """The plain value behind a port (a View's bits, or the signal itself)."""
+    return v.as_value() if hasattr(v, "as_value") else v
+
+
+class Source:
+    """Drives a stream input: one payload (an integer) at a time, held until it is taken."""
+
+    def __init__(self, stream, rng=None, idle=0.0):
+        self.s, self.rng, self.idle = stream, rng, idle
+        self.queue, self.cur, self.sent = [], None, 0
+
+    def drive(self, ctx):
+        if self.cur is None and self.queue and not (self.idle and self.rng.random() < self.idle):
+            self.cur = self.queue.pop(0)
+        ctx.set(self.s.valid, self.cur is not None)
+        if self.cur is not None:
+            ctx.set(_value(self.s.payload), self.cur)
+
+    def sample(self, ctx):
+        """Before the tick: is the payload taken at it?"""
+        if self.cur is not None and ctx.get(self.s.ready):
+            self.taken, self.cur = self.cur, None
+            self.sent += 1
+            return True
+        return False
+
+    @property
+    def empty(self):
+        return self.cur is None and not self.queue
+
+    @property
+    def taken_last(self):
+        """The ``last`` bit of the packet flit taken last (packet streams only)."""
+        return bool(self.taken >> (len(self.s.payload.data)))
+
+
+class Sink:
+    """Takes a stream output with random backpressure and checks the stream contract."""
+
+    def __init__(self, stream, rng=None, stall=0.0):
+        self.s, self.rng, self.stall = stream, rng, stall
+        self.got, self.ready, self.waiting = [], True, None
+
+    def drive(self, ctx):
+        self.ready = not (self.stall and self.rng.random() < self.stall)
+        ctx.set(self.s.ready, self.ready)
+
+    def sample(self, ctx):
+        valid = ctx.get(self.s.valid)
+        payload = ctx.get(_value(self.s.payload))
+        if self.waiting is not None:
+            assert valid and payload == self.waiting, "a payload changed or left before it was taken"
+        self.waiting = None
+        if valid and self.ready:
+            self.got.append(payload)
+        elif valid:
+            self.waiting = payload
+
+
+def _flit(f, data, last):
+    return data | (int(last) << f.flit_width)
+
+
+def _packet(f, body=(), **header):
+    """The flits (integers of ``flit_layout``) of a packet."""
+    body = list(body)
+    flits = [_flit(f, f.pack_header(**header), not body)]
+    flits += [_flit(f, d, i == len(body) - 1) for i, d in enumerate(body)]
+    return flits
+
+
+def _packets(f, flits):
+    """Split received flits into ``(header dict, [body data])``."""
+    out, cur = [], None
+    mask = (1 << f.flit_width) - 1
+    for flit in flits:
+        data, last = flit & mask, flit >> f.flit_width
+        if cur is None:
+            cur = (f.unpack_header(data), [])
+        else:
+            cur[1].append(data)
+        if last:
+            out.append(cur)
+            cur = None
+    assert cur is None, "a packet was left unfinished"
+    return out
+
+
+async def _step(ctx, sources=(), sinks=(), probe=None):
+    """Drive the streams, call ``probe()`` (inputs set, before the edge), sample the handshakes,
+    tick; returns which sources were taken."""
+    for s in list(sources) + list(sinks):
+        s.drive(ctx)
+    if probe is not None:
+        probe()
+    taken = [s.sample(ctx) for s in sources]
+    for s in sinks:
+        s.sample(ctx)
+    await ctx.tick()
+    return taken
+
+
+# -- barrier manager ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_barrier_completes_exactly_when_every_participant_arrived(mode):
+    rng = _rng("barrier", mode)
+    p = IsaParams(sync_resources=5)             # not a power of two: resources 5-7 do not exist
+    f = p.fabric
+    dut = BarrierManager(p)
+    idle, stall = _pauses(mode)
+    srcs = [Source(dut.req[i], rng, idle) for i in range(f.ports)]
+    acks = [Sink(dut.ack[i], rng, stall) for i in range(f.ports)]
+    sync, mask = 2, 0b1011
+    arrived = [0] * 8
+    generation = [0] * 8
+    count = dict(dup=0, bad_arrivals=0, bad_requests=0)
+    expected_acks = [[] for _ in range(f.ports)]
+    pending = [[] for _ in range(f.ports)]       # what each queued packet does, per port
+    in_body = [False] * f.ports
+
+    def arrive(port, resource, tag):
+        srcs[port].queue += _packet(f, opcode=Opcode.ATOMIC_ADD, msg_class=MsgClass.REQ, inc=1,
+                                    src=port, length=1, tag=tag, addr=resource)
+        pending[port].append(("arrive", resource, tag))
+
+    def other(port, body):
+        srcs[port].queue += _packet(f, body, opcode=Opcode.WRITE if body else Opcode.READ,
+                                    msg_class=MsgClass.REQ, inc=1, src=port, length=32, tag=7)
+        pending[port].append(("other",))
+
+    async def run_until_drained(ctx, consume=False):
+        for _ in range(400):
+            ctx.set(dut.query.sync, sync)
+            ctx.set(dut.query.mask, mask)
+            ctx.set(dut.query.consume, 0)
+            for s in srcs + acks:
+                s.drive(ctx)
+            # Combinational: complete exactly when every participant's bit is set.
+            assert ctx.get(dut.query.complete) == ((arrived[sync] & mask) == mask)
+            assert ctx.get(dut.query.generation) == generation[sync]
+            if consume and ctx.get(dut.query.complete):
+                ctx.set(dut.query.consume, 1)
+                consume = False
+                arrived[sync] &= ~mask
+                generation[sync] += 1
+            heads = 0
+            for i, s in enumerate(srcs):
+                head = not in_body[i]
+                if not s.sample(ctx):
+                    continue
+                last = s.taken_last
+                in_body[i] = not last
+                if head:
+                    heads += 1
+                    what = pending[i][0]
+                    if what[0] == "arrive":
+                        _, resource, tag = what
+                        if resource < p.sync_resources:
+                            count["dup"] += arrived[resource] >> i & 1
+                            arrived[resource] |= 1 << i
+                            expected_acks[i].append((Status.OK, tag))
+                        else:
+                            count["bad_arrivals"] += 1
+                            expected_acks[i].append((Status.DECERR, tag))
+                    else:
+                        count["bad_requests"] += 1
+                if last:
+                    pending[i].pop(0)
+            assert heads <= 1                        # one header per cycle, round robin
+            for s in acks:
+                s.sample(ctx)
+            await ctx.tick()
+            if all(s.empty for s in srcs) and not consume and \
+                    all(len(a.got) == len(e) for a, e in zip(acks, expected_acks)):
+                return
+        raise AssertionError("the barrier manager stopped answering")
+
+    async def bench(ctx):
+        arrive(0, sync, 1)
+        arrive(1, sync, 2)
+        arrive(0, sync, 3)                       # a duplicate: must not complete the barrier
+        arrive(2, 7, 4)                          # no such resource: DECERR
+        arrive(2, 4, 5)                          # another resource
+        other(1, [])                             # a READ: dropped, counted, not answered
+        other(3, [0x55, 0x66])                   # a WRITE with a body: one bad request
+        await run_until_drained(ctx)
+        assert not ctx.get(dut.query.complete)
+        arrive(3, sync, 6)                       # the last participant
+        await run_until_drained(ctx)
+        assert ctx.get(dut.query.complete)
+        await run_until_drained(ctx, consume=True)
+        assert ctx.get(dut.query.generation) == 1 and not ctx.get(dut.query.complete)
+        for port in (3, 1, 0):                   # the next generation, in another order
+            arrive(port, sync, 8 + port)
+        await run_until_drained(ctx)
+        assert ctx.get(dut.query.complete)
+        c = dut.counters
+        assert ctx.get(c.dup_arrivals) == count["dup"] == 1
+        assert ctx.get(c.bad_arrivals) == count["bad_arrivals"] == 1
+        assert ctx.get(c.bad_requests) == count["bad_requests"] == 2
+        for i in range(f.ports):
+            got = [f.unpack_header(flit & ((1 << f.flit_width) - 1)) for flit in acks[i].got]
+            assert all(flit >> f.flit_width for flit in acks[i].got)      # header only
+            assert [(Status(h["status"]), h["tag"]) for h in got] == expected_acks[i]
+            for h in got:
+                assert (h["opcode"], h["msg_class"], h["inc"], h["src"], h["dst"]) == \
+                    (Opcode.WRITE_RESP.value, MsgClass.WRESP.value, 1, i, i)
+
+    _run(dut, bench)
+
+
+# -- table manager --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("waves", [1, 4, 8])
+def test_table_manager_hands_out_slots_in_ring_order_and_frees_whole_waves(mode, waves):
+    rng = _rng(f"tables{waves}", mode)
+    p = IsaParams(waves=waves)                   # 8 slots
+    dut = TableManager(p)
+
+    async def bench(ctx):
+        free, ptr, in_wave, done, reserved = p.slots, 0, 0, 0, 0
+        for cycle in range(600):
+            take = mode == "eager" or rng.random() < 0.6
+            release = reserved > 0 and (mode == "eager" or rng.random() < 0.5)
+            end = release and rng.random() < 0.15
+            flush = cycle in (300, 301) 
+            ctx.set(dut.alloc.ready, take)
+            ctx.set(dut.release.release, release)
+            ctx.set(dut.release.end, end)
+            ctx.set(dut.run.flush, flush)
+            assert ctx.get(dut.free) == free
+            assert ctx.get(dut.alloc.valid) == (free != 0)
+            if free:
+                assert ctx.get(dut.alloc.payload) == ptr
+            assert ctx.get(dut.counters.waves) == done
+            taken = take and free != 0
+            freed = 0
+            if release:
+                reserved -= 1
+                if end or in_wave + 1 == p.slots_per_wave:
+                    freed, in_wave, done = in_wave + 1, 0, done + 1
+                else:
+                    in_wave += 1
+            if taken:
+                reserved += 1
+                ptr = (ptr + 1) % p.slots
+            free = free + freed - taken
+            if flush:
+                free, ptr, in_wave, reserved = p.slots, 0, 0, 0
+            assert 0 <= free <= p.slots
+            await ctx.tick()
+        assert done > 10
+
+    _run(dut, bench)
+
+
+# -- read issuer ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_read_issuer_tags_and_addresses(mode):
+    rng = _rng("issuer", mode)
+    p = IsaParams()
+    f = p.fabric
+    dut = ReadIssuer(p)
+    idle, stall = _pauses(mode)
+    alloc = Source(dut.alloc, rng, idle)
+    jobs = Sink(dut.job, rng, stall)
+    reqs = [Sink(dut.req[i], rng, stall) for i in range(f.ports)]
+    messages = [
+        dict(dtype=DType.FP16, mask=0b1101, bytes=2 * f.max_payload + 96,
+             src_addr=0x40000, dst_addr=0, src_scale_addr=0, dst_scale_addr=0),
+        dict(dtype=DType.INT8, mask=0b0110, bytes=3 * f.max_payload + 128,
+             src_addr=0x80000, dst_addr=0, src_scale_addr=0x9000, dst_scale_addr=0),
+    ]
+
+    async def bench(ctx):
+        arms, next_slot = [], 5
+        for msg in messages:
+            ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+            ctx.set(dut.issue.start, 1)
+            await ctx.tick()
+            ctx.set(dut.issue.start, 0)
+            for _ in range(2000):
+                while len(alloc.queue) < 2:       # free slots, in ring order as the table manager
+                    alloc.queue.append(next_slot)
+                    next_slot = (next_slot + 1) % p.slots
+                def probe():
+                    if ctx.get(dut.arm.valid):
+                        arms.append(unpack(dut.arm.payload.shape(),
+                                           ctx.get(_value(dut.arm.payload))))
+                await _step(ctx, [alloc], [jobs] + reqs, probe)
+                if not ctx.get(dut.issue.busy) and all(r.waiting is None for r in reqs):
+                    break
+            else:
+                raise AssertionError("the issuer never finished")
+            alloc.queue.clear()
+            for _ in range(8):                    # let the request queues drain
+                await _step(ctx, [], [jobs] + reqs)
+        # Model: one job and one arm per slot, in order; reads to every participant.
+        issue, expect_jobs, expect_reqs = 0, [], [[] for _ in range(f.ports)]
+        slots = [a["slot"] for a in arms]
+        for msg in messages:
+            int8 = msg["dtype"] == DType.INT8
+            nslots = -(-msg["bytes"] // f.max_payload)
+            for k in range(nslots):
+                slot = slots[issue]
+                chunk = min(f.max_payload, msg["bytes"] - k * f.max_payload)
+                assert arms[issue] == dict(slot=slot, mask=msg["mask"], scales=int(int8), seq=issue)
+                expect_jobs.append(dict(slot=slot, seq=k, bytes=chunk, last=int(k == nslots - 1)))
+                for i in range(f.ports):
+                    if not msg["mask"] >> i & 1:
+                        continue
+                    hdr = dict(opcode=Opcode.READ.value, msg_class=MsgClass.REQ.value, inc=1,
+                               status=0, src=i, dst=i)
+                    expect_reqs[i].append(dict(hdr, length=chunk, addr=msg["src_addr"] + k * f.max_payload,
+                                               tag=read_tag(p, slot, ReadKind.DATA, issue)))
+                    if int8:
+                        expect_reqs[i].append(dict(
+                            hdr, length=chunk // 32,
+                            addr=msg["src_scale_addr"] + k * p.scale_bytes_per_slot,
+                            tag=read_tag(p, slot, ReadKind.SCALE, issue)))
+                issue += 1
+        assert [unpack(job_layout(p), j) for j in jobs.got] == expect_jobs
+        for i in range(f.ports):
+            got = _packets(f, reqs[i].got)
+            assert all(not body for _, body in got)       # requests are single flits
+            assert [h for h, _ in got] == expect_reqs[i], f"port {i}"
+        assert ctx.get(dut.counters.slots) == issue == len(arms)
+
+    _run(dut, bench)
+
+
+# -- wave table -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_wave_table_stores_expected_responses_and_drops_stale_tags(mode):
+    rng = _rng("wave_table", mode)
+    p = IsaParams()
+    f = p.fabric
+    dut = WaveTable(p)
+    idle, _ = _pauses(mode)
+    srcs = [Source(dut.rdata[i], rng, idle) for i in range(f.ports)]
+    slot, seq, mask = 2, 5, 0b0101
+    data = {i: [rng.getrandbits(f.flit_width) for _ in range(3)] for i in range(f.ports)}
+
+    accept = [[] for _ in range(f.ports)]       # per queued flit: is it stored?
+
+    def resp(port, body, kind=ReadKind.DATA, tag_seq=seq, tag_slot=slot, opcode=Opcode.READ_RESP,
+             status=Status.OK, stored=True):
+        srcs[port].queue += _packet(f, body, opcode=opcode, msg_class=MsgClass.RDATA, inc=1,
+                                    status=status, src=port, length=32 * len(body),
+                                    tag=read_tag(p, tag_slot, kind, tag_seq))
+        accept[port] += [stored] * (1 + len(body))
+
+    async def drain(ctx):
+        """Send what is queued; ``progress`` must pulse exactly in the cycles in which some port's
+        flit is stored. Returns the number of flits stored."""
+        stored = 0
+        for _ in range(200):
+            for s in srcs:
+                s.drive(ctx)
+            now = [s.cur is not None and accept[i][0] for i, s in enumerate(srcs)]
+            assert ctx.get(dut.status.progress) == any(now)
+            stored += sum(now)
+            for i, s in enumerate(srcs):
+                assert ctx.get(s.s.ready)             # a wave table never pushes back
+                if s.sample(ctx):
+                    accept[i].pop(0)
+            await ctx.tick()
+            if all(s.empty for s in srcs):
+                for s in srcs:
+                    s.drive(ctx)                      # valid low again
+                return stored
+        raise AssertionError("responses were not taken")
+
+    async def read(ctx, flit, scale_flit=0):
+        ctx.set(dut.rd.slot, slot)
+        ctx.set(dut.rd.flit, flit)
+        ctx.set(dut.rd.scale_flit, scale_flit)
+        ctx.set(dut.rd.en, 1)
+        await ctx.tick()
+        ctx.set(dut.rd.en, 0)
+        return ([ctx.get(dut.rd.data[i]) for i in range(f.ports)],
+                [ctx.get(dut.rd.scale[i]) for i in range(f.ports)])
+
+    async def bench(ctx):
+        ctx.set(dut.rd.slot, slot)
+        ctx.set(_value(dut.arm.payload), pack(dut.arm.payload.shape(),
+                                              dict(slot=slot, mask=mask, scales=1, seq=seq)))
+        ctx.set(dut.arm.valid, 1)
+        await ctx.tick()
+        ctx.set(dut.arm.valid, 0)
+        assert [ctx.get(dut.rd.avail[i]) for i in range(f.ports)] == [0, p.slot_flits, 0, p.slot_flits]
+        assert ctx.get(dut.rd.scales_done) == 0b1010          # nothing expected from ports 1, 3
+        # Port 0's data arrives one flit at a time: avail follows it (cut-through).
+        resp(0, data[0])
+        assert await drain(ctx) == 4
+        assert ctx.get(dut.rd.avail[0]) == p.slot_flits        # ended: never stalls the feeder
+        # Dropped whole and counted: a duplicate, a stale issue number, a port outside the mask,
+        # another opcode, another slot.
+        resp(0, [1, 2], stored=False)
+        resp(2, [3], tag_seq=seq - 1, stored=False)
+        resp(1, [4], stored=False)
+        resp(2, [5], opcode=Opcode.WRITE_RESP, stored=False)
+        resp(2, [6], tag_slot=slot + 1, stored=False)
+        assert await drain(ctx) == 0
+        assert ctx.get(dut.counters.unknown_tags) == 5
+        assert ctx.get(dut.rd.avail[2]) == 0
+        assert not ctx.get(dut.status.error)
+        # Port 2's data with an error status: stored, and the sticky error is set.
+        resp(2, data[2], status=Status.SLVERR)
+        resp(0, [0xA0], kind=ReadKind.SCALE)
+        resp(2, [0xA2], kind=ReadKind.SCALE)
+        assert await drain(ctx) == 8
+        assert ctx.get(dut.status.error)
+        assert ctx.get(dut.rd.scales_done) == 0b1111
+        for k in range(3):
+            got, scale = await read(ctx, k)
+            assert got[0] == data[0][k] and got[2] == data[2][k]
+        assert scale[0] == 0xA0 and scale[2] == 0xA2
+        # The read port holds while en is low.
+        await ctx.tick()
+        assert ctx.get(dut.rd.data[0]) == data[0][2]
+        ctx.set(dut.run.clear_error, 1)
+        await ctx.tick()
+        ctx.set(dut.run.clear_error, 0)
+        assert not ctx.get(dut.status.error)
+        # A flush disarms the slot: a response that was expected is now dropped.
+        ctx.set(_value(dut.arm.payload), pack(dut.arm.payload.shape(),
+                                              dict(slot=slot, mask=0b0001, scales=0, seq=seq + 1)))
+        ctx.set(dut.arm.valid, 1)
+        await ctx.tick()
+        ctx.set(dut.arm.valid, 0)
+        ctx.set(dut.run.flush, 1)
+        await ctx.tick()
+        ctx.set(dut.run.flush, 0)
+        resp(0, [7], tag_seq=seq + 1, stored=False)
+        assert await drain(ctx) == 0
+        assert ctx.get(dut.counters.unknown_tags) == 6
+
+    _run(dut, bench)
+
+
+# -- feeder ---------------------------------------------------------------------------------------
+
+def _pattern(slot, flit, port):
+    return (slot << 40) | (flit << 8) | port | 0x5A << 56
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [DType.FP16, DType.INT8])
+def test_feeder_cuts_through_only_arrived_flits(mode, dtype):
+    rng = _rng(f"feeder{dtype.name}", mode)
+    p = IsaParams()
+    f = p.fabric
+    dut = Feeder(p)
+    idle, stall = _pauses(mode)
+    mask = 0b1011
+    jobs_in = Source(dut.job, rng, idle)
+    wb_jobs = Sink(dut.wb_job, rng, stall)
+    out = Sink(dut.dp, rng, stall)
+    jobs = [dict(slot=3, seq=0, bytes=512, last=0), dict(slot=4, seq=1, bytes=256, last=0),
+            dict(slot=5, seq=2, bytes=96, last=1)]
+    jobs_in.queue = [pack(job_layout(p), j) for j in jobs]
+    block_flits = 64 * 8 // f.flit_width
+
+    async def bench(ctx):
+        ctx.set(dut.run.msg.dtype, dtype)
+        ctx.set(dut.run.msg.mask, mask)
+        arrived = {}                                  # (slot, port) -> flits arrived
+        scales = {}
+        releases = []
+        for _ in range(3000):
+            # The wave tables' progress: flits trickle in per port, scales at some point.
+            for i in range(f.ports):
+                for j in jobs:
+                    key = (j["slot"], i)
+                    if rng.random() < 0.5:
+                        arrived[key] = min(p.slot_flits, arrived.get(key, 0) + 1)
+                    if rng.random() < 0.05:
+                        scales[key] = 1
+            rd_slot = ctx.get(dut.rd.slot)
+            for i in range(f.ports):
+                ctx.set(dut.rd.avail[i], arrived.get((rd_slot, i), 0))
+            ctx.set(dut.rd.scales_done, sum(scales.get((rd_slot, i), 0) << i for i in range(f.ports)))
+            for s in (jobs_in, wb_jobs, out):
+                s.drive(ctx)
+            en, flit = ctx.get(dut.rd.en), ctx.get(dut.rd.flit)
+            scale_flit = ctx.get(dut.rd.scale_flit)
+            if en:
+                # A flit is read only once every participant's flit (and INT8 scales) is there.
+                for i in range(f.ports):
+                    if mask >> i & 1:
+                        assert arrived.get((rd_slot, i), 0) > flit
+                        if dtype == DType.INT8:
+                            assert scales.get((rd_slot, i))
+            if ctx.get(dut.release.release):
+                releases.append((rd_slot, ctx.get(dut.release.end)))
+            jobs_in.sample(ctx)
+            wb_jobs.sample(ctx)
+            out.sample(ctx)
+            await ctx.tick()
+            if en:                                    # a synchronous read port
+                for i in range(f.ports):
+                    ctx.set(dut.rd.data[i], _pattern(rd_slot, flit, i))
+                    ctx.set(dut.rd.scale[i], sum((scale_flit * 16 + lane + i) << (16 * lane)
+                                                 for lane in range(f.flit_width // 16)))
+            if len(releases) == len(jobs) and out.waiting is None and not ctx.get(dut.dp.valid):
+                break
+        else:
+            raise AssertionError("the feeder did not finish")
+        assert [unpack(job_layout(p), j) for j in wb_jobs.got] == jobs
+        assert releases == [(j["slot"], j["last"]) for j in jobs]
+        layout = dut.dp.payload.shape()
+        flits = [unpack(layout, v, nested=True) for v in out.got]
+        expect = []
+        for j in jobs:
+            n = -(-j["bytes"] // f.flit_bytes)
+            for k in range(n):
+                block = k // block_flits
+                sf, lane = block // (f.flit_width // 16), block % (f.flit_width // 16)
+                expect.append(dict(
+                    dtype=dtype.value, last=int(k == n - 1),
+                    data=[_pattern(j["slot"], k, i) if mask >> i & 1 else 0 for i in range(f.ports)],
+                    scale=[(sf * 16 + lane + i) & 0xFFFF if mask >> i & 1 else 0
+                           for i in range(f.ports)]))
+        assert flits == expect
+
+    _run(dut, bench)
+
+
+# -- write-back: write tags -----------------------------------------------------------------------
+
+def test_write_tags_accept_only_current_responses():
+    p = IsaParams()
+    f = p.fabric
+    dut = WriteTags(p)
+    mask = 0b0111
+
+    async def wresp(ctx, port, tag, opcode=Opcode.WRITE_RESP, status=Status.OK):
+        ctx.set(dut.wresp[port].valid, 1)
+        ctx.set(_value(dut.wresp[port].payload),
+                _flit(f, f.pack_header(opcode=opcode, msg_class=MsgClass.WRESP, inc=1,
+                                       status=status, src=port, tag=tag), 1))
+        assert ctx.get(dut.wresp[port].ready)
+        progress = ctx.get(dut.progress)
+        await ctx.tick()
+        ctx.set(dut.wresp[port].valid, 0)
+        return progress
+
+    async def start(ctx):
+        assert ctx.get(dut.free)
+        tag = ctx.get(_value(dut.tag))
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        return tag
+
+    async def bench(ctx):
+        ctx.set(dut.mask, mask)
+        tags = [await start(ctx) for _ in range(32)]
+        assert tags == [write_tag(p, n) for n in range(32)]
+        assert ctx.get(dut.outstanding) and not ctx.get(dut.free)   # every entry taken
+        # Port 3 is not in the mask; a wrong opcode; a tag not sent yet (next round).
+        assert not await wresp(ctx, 3, tags[0])
+        assert not await wresp(ctx, 0, tags[0], opcode=Opcode.READ_RESP)
+        assert not await wresp(ctx, 0, write_tag(p, 32))
+        assert ctx.get(dut.counters.unknown_wresps) == 3
+        assert await wresp(ctx, 0, tags[0])
+        assert not ctx.get(dut.free)                  # ports 1 and 2 still wait for entry 0
+        assert not await wresp(ctx, 0, tags[0])       # a duplicate
+        assert await wresp(ctx, 1, tags[0])
+        assert await wresp(ctx, 2, tags[0], status=Status.SLVERR)
+        assert ctx.get(dut.error) and ctx.get(dut.free)
+        assert ctx.get(dut.counters.unknown_wresps) == 4
+        # The next write reuses entry 0 in the next round: the old tag is now stale.
+        tag32 = await start(ctx)
+        assert tag32 == write_tag(p, 32) and tag32 != tags[0]
+        assert not await wresp(ctx, 0, tags[0])
+        assert await wresp(ctx, 0, tag32)
+        ctx.set(dut.clear_error, 1)
+        await ctx.tick()
+        ctx.set(dut.clear_error, 0)
+        assert not ctx.get(dut.error)
+        # A flush frees every entry and accepts nothing meanwhile.
+        ctx.set(dut.flush, 1)
+        assert not await wresp(ctx, 1, tags[1])
+        ctx.set(dut.flush, 0)
+        assert not ctx.get(dut.outstanding)
+        assert not await wresp(ctx, 1, tags[1])       # late: its entry was freed by the abort
+        assert ctx.get(dut.counters.unknown_wresps) == 7
+
+    _run(dut, bench)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [DType.FP16, DType.INT8])
+def test_write_back_multicasts_results_scales_and_flags(mode, dtype):
+    rng = _rng(f"writeback{dtype.name}", mode)
+    p = IsaParams()
+    f = p.fabric
+    dut = WriteBack(p)
+    idle, stall = _pauses(mode)
+    mask = 0b1101
+    msg = dict(dtype=dtype, mask=mask, bytes=0, src_addr=0, src_scale_addr=0,
+               dst_addr=0x100000, dst_scale_addr=0x200000)
+    jobs = [dict(slot=1, seq=0, bytes=256, last=0), dict(slot=2, seq=1, bytes=128, last=1)]
+    job_src = Source(dut.job, rng, idle)
+    job_src.queue = [pack(job_layout(p), j) for j in jobs]
+    flag_src = Source(dut.flag, rng, idle)
+    dp = Source(dut.dp, rng, idle)
+    wr = [Sink(dut.wr[i], rng, stall) for i in range(f.ports)]
+    block_flits = 64 * 8 // f.flit_width
+    expect = []                                       # per packet: (addr, length, body)
+    for j in jobs:
+        n = j["bytes"] // f.flit_bytes
+        data = [rng.getrandbits(f.flit_width) for _ in range(n)]
+        scales = [rng.getrandbits(16) for _ in range(n // block_flits)]
+        for k, d in enumerate(data):
+            dp.queue.append(pack(dut.dp.payload.shape(), dtype=dtype, data=d, last=int(k == n - 1),
+                                 scale=scales[k // block_flits] if k % block_flits == 0 else 0,
+                                 status=1 if (j["seq"], k) == (1, 2) else 0))
+        expect.append((msg["dst_addr"] + j["seq"] * f.max_payload, j["bytes"], data))
+        if dtype == DType.INT8:
+            word = sum(sc << (16 * b) for b, sc in enumerate(scales))
+            expect.append((msg["dst_scale_addr"] + j["seq"] * p.scale_bytes_per_slot,
+                           len(scales) * 2, [word]))
+    flag = dict(mask=0b0011, addr=0x3000, word=dict(generation=7, status=2))
+    flag_word = pack(flag_request_layout(p)["word"].shape, flag["word"])
+
+    async def bench(ctx):
+        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        slot_done = []
+
+        def probe():
+            slot_done.append(ctx.get(dut.status.slot_done))
+        for cycle in range(2000):
+            if cycle == 5:
+                flag_src.queue.append(pack(flag_request_layout(p), flag))
+            await _step(ctx, [job_src, flag_src, dp], wr, probe)
+            if all(s.empty for s in (job_src, flag_src, dp)) and not ctx.get(dut.status.busy) \
+                    and all(w.waiting is None for w in wr) and cycle > 10:
+                break
+        for _ in range(8):
+            await _step(ctx, [], wr)
+        assert sum(slot_done) == len(jobs)                # one pulse per slot's last flit
+        assert ctx.get(dut.status.status) == 1            # the OR of the datapath's flags
+        assert ctx.get(dut.status.outstanding)            # nothing acknowledged yet
+        for i in range(f.ports):
+            got = _packets(f, wr[i].got)
+            want = list(expect) if mask >> i & 1 else []
+            # The flag goes behind whatever was queued when it was taken: after the first job
+            # at the earliest (the write-back takes a job before a flag when both wait).
+            if flag["mask"] >> i & 1:
+                at = next(n for n, (h, _) in enumerate(got) if h["addr"] == flag["addr"])
+                want.insert(at, (flag["addr"], 4, [flag_word]))
+            assert [(h["addr"], h["length"], body) for h, body in got] == want, f"port {i}"
+            for n, (h, _) in enumerate(got):
+                assert (h["opcode"], h["msg_class"], h["inc"], h["src"], h["dst"]) == \
+                    (Opcode.WRITE.value, MsgClass.WRITE.value, 1, i, i)
+            # One write sequence for results, scales and flags: tags in order at every port.
+            tags = [h["tag"] for h, _ in got]
+            assert tags == sorted(tags) and len(set(tags)) == len(tags)
+        every = sorted({h["tag"] for w in wr for h, _ in _packets(f, w.got)})
+        assert every == [write_tag(p, n) for n in range(len(every))]
+        assert len(every) == len(expect) + 1
+
+    _run(dut, bench)
+
+
+# -- instruction buffer ---------------------------------------------------------------------------
+
+def test_instruction_buffer_loads_and_hands_turns_round_each_resource():
+    p = IsaParams(descriptors=8, sync_resources=4)
+    dut = InstructionBuffer(p)
+    syncs = [0, 1, 0, 9, 1, 0]                       # 9: no such resource, never anyone's turn
+    descs = [dict(op=Op.ALLREDUCE, sync=s, elements=100 + i, participants=0b11)
+             for i, s in enumerate(syncs)]
+
+    async def turns(ctx):
+        out = []
+        for a in range(len(syncs)):
+            ctx.set(dut.program.read_addr, a)
+            out.append(ctx.get(dut.program.turn))
+        return out
+
+    async def advance(ctx, addr):
+        ctx.set(dut.program.read_addr, addr)
+        ctx.set(dut.program.advance, 1)
+        await ctx.tick()
+        ctx.set(dut.program.advance, 0)
+
+    async def bench(ctx):
+        ctx.set(dut.program.load_enable, 0)
+        ctx.set(dut.load.valid, 1)
+        assert not ctx.get(dut.load.ready)            # no loads while a collective may run
+        ctx.set(dut.program.load_enable, 1)
+        restarts = 0
+        for i, d in enumerate(descs):
+            ctx.set(_value(dut.load.payload),
+                    pack(load_layout(p), index=i, last=int(i == len(descs) - 1), desc=d))
+            assert ctx.get(dut.load.ready)
+            await ctx.tick()
+            restarts += ctx.get(dut.program.restart)
+            assert ctx.get(dut.program.loading) == (i < len(descs) - 1)
+        ctx.set(dut.load.valid, 0)
+        await ctx.tick()
+        restarts += ctx.get(dut.program.restart)
+        await ctx.tick()
+        assert restarts == 1 and not ctx.get(dut.program.restart)
+        assert ctx.get(dut.program.length) == len(descs)
+        for a in (4, 0, 5):                           # the read port is synchronous
+            ctx.set(dut.program.read_addr, a)
+            await ctx.tick()
+            assert unpack(descriptor_layout(), ctx.get(_value(dut.program.desc)))["elements"] == 100 + a
+        assert await turns(ctx) == [1, 1, 0, 0, 0, 0]
+        await advance(ctx, 0)                         # resource 0: 0 -> 2 -> 5 -> 0
+        assert await turns(ctx) == [0, 1, 1, 0, 0, 0]
+        await advance(ctx, 2)
+        assert await turns(ctx) == [0, 1, 0, 0, 0, 1]
+        await advance(ctx, 1)                         # resource 1: 1 -> 4
+        assert await turns(ctx) == [0, 0, 0, 0, 1, 1]
+        await advance(ctx, 3)                         # no resource: nothing moves
+        assert await turns(ctx) == [0, 0, 0, 0, 1, 1]
+        await advance(ctx, 5)
+        await advance(ctx, 4)
+        assert await turns(ctx) == [1, 1, 0, 0, 0, 0]
+
+    _run(dut, bench)
+
+
+# -- wave controller: descriptor check and watchdog -----------------------------------------------
+
+def _random_descriptor(rng, p):
+    pick = lambda *choices: rng.choice(choices)
+    data_align, scale_align = 4096, 128
+    return dict(
+        op=pick(0, 1, 1, 1, 2, 6, 6, 7, 15),
+        dtype=pick(0, 1, 2, 2, 3),
+        flag_mode=rng.getrandbits(1),
+        sync=pick(0, 1, p.sync_resources - 1, p.sync_resources, 255),
+        participants=pick(0, 0b1, 0b1111, 0b1011, 0b10001, 1 << 15),
+        elements=pick(0, 1, 64, 100, 2048, p.max_elements, p.max_elements + 1, (1 << 32) - 1),
+        src_addr=pick(0, data_align, 0x11, data_align * 3 + 32),
+        dst_addr=pick(0, data_align * 7, 0x10020),
+        src_scale_addr=pick(0, scale_align, 0x20040),
+        dst_scale_addr=pick(0, scale_align * 5, 2),
+        flag_addr=pick(0, 4, 0x2000, 0x2002),
+    )
+
+
+def test_descriptor_check_is_the_twin_of_check_descriptor():
+    rng = _rng("desc_check", "random")
+    p = IsaParams(sync_resources=5, max_elements=1 << 20)
+    dut = DescriptorCheck(p)
+    layout = descriptor_layout()
+
+    async def bench(ctx):
+        good = bad = 0
+        for _ in range(400):
+            d = _random_descriptor(rng, p)
+            ctx.set(_value(dut.desc), pack(layout, d))
+            ok = not check_descriptor(d, p)
+            assert ctx.get(dut.ok) == ok, (d, check_descriptor(d, p))
+            mask = d["participants"] & ((1 << p.fabric.ports) - 1)
+            assert ctx.get(dut.mask) == mask
+            assert ctx.get(dut.barrier_ok) == (d["sync"] < p.sync_resources and mask != 0)
+            good, bad = good + ok, bad + (not ok)
+        assert good > 10 and bad > 10
+
+    _run(dut, bench, clock=False)
+
+
+@pytest.mark.parametrize("timeout", [0, 1, 5])
+def test_watchdog_fires_after_timeout_quiet_cycles(timeout):
+    rng = _rng(f"watchdog{timeout}", "random")
+    dut = Watchdog(timeout)
+
+    async def bench(ctx):
+        quiet, fired = 0, 0
+        for _ in range(400):
+            watch = rng.random() < 0.9
+            moved = rng.random() < 0.03
+            taken = rng.random() < 0.03
+            ctx.set(dut.watch, watch)
+            ctx.set(dut.moved, moved)
+            ctx.set(dut.taken, taken)
+            fire = bool(timeout) and watch and not moved and quiet == timeout - 1
+            assert ctx.get(dut.fire) == fire
+            fired += fire
+            if not watch or moved or taken:
+                quiet = 0
+            elif timeout and quiet != timeout - 1:
+                quiet += 1
+            # With no timeout there is no register, hence no clock domain to tick.
+            await (ctx.tick() if timeout else ctx.delay(1e-8))
+        assert (fired > 0) == bool(timeout)
+
+    _run(dut, bench, clock=bool(timeout))
