@@ -78,8 +78,9 @@ def split_packets(params, items):
 
 
 def header_of(params, packet):
-    """The header of a packet (a list of flit payloads) as a dict of integers."""
-    return params.unpack_header(flit_data(params, packet[0]))
+    """The header of a packet (a list of flit payloads) as a dict of integers. The header flit's
+    bits above the header must be zero (the codec refuses a wider value)."""
+    return unpack(params.header_layout, flit_data(params, packet[0]))
 
 
 def random_packet(params, rng, msg_class, *, lengths=None, **fields):
