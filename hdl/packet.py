@@ -193,26 +193,18 @@ class FabricParams:
     def pack_header(self, **fields):
         """Return a header as an integer (the value of the header flit's ``data``).
 
-        Fields not given are zero. Enum fields take the enum member or its value.
+        Fields not given are zero. Enum fields take the enum member or its value. A thin name for
+        :func:`scin.hdl.codec.pack` of :attr:`header_layout`: an unknown field or a value that
+        does not fit is a ``ValueError``.
         """
-        layout = self.header_layout
-        unknown = set(fields) - set(name for name, _ in layout)
-        if unknown:
-            raise ValueError(f"unknown header field(s) {sorted(unknown)}")
-        value = 0
-        for name, field in layout:
-            v = fields.get(name, 0)
-            v = int(getattr(v, "value", v))
-            width = field.width
-            if not 0 <= v < (1 << width):
-                raise ValueError(f"header field {name} = {v} does not fit in {width} bits")
-            value |= v << field.offset
-        return value
+        from .codec import pack
+        return pack(self.header_layout, fields)
 
     def unpack_header(self, value):
-        """Inverse of :meth:`pack_header`: a dict of plain integers."""
-        return {name: (int(value) >> field.offset) & ((1 << field.width) - 1)
-                for name, field in self.header_layout}
+        """Inverse of :meth:`pack_header`: a dict of plain integers (:func:`scin.hdl.codec.unpack`;
+        bits set above the header are a ``ValueError``)."""
+        from .codec import unpack
+        return unpack(self.header_layout, value)
 
     @property
     def port_index_width(self):

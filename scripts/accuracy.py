@@ -34,8 +34,7 @@ import numpy as np
 
 from scin.sim.fp import bf16_bits_to_float32, float_to_bf16_bits, fp16_to_fixed
 from scin.sim.numerics import (
-    BLOCK, allreduce_bf16, allreduce_fp16, allreduce_int8, dequantize_int8, dequantize_int8_fixed,
-    quantize_int8, quantize_int8_fixed,
+    BLOCK, allreduce, dequantize_int8, dequantize_int8_fixed, quantize_int8, quantize_int8_fixed,
 )
 
 MODES = ("inq", "rq", "fp16", "bf16")
@@ -60,8 +59,8 @@ def activations(rng: np.random.Generator, n_part: int, tokens: int, hidden: int,
 def inq(x: np.ndarray) -> np.ndarray:
     """In-network quantization: quantize once per participant, reduce, requantize once."""
     q, s = quantize_int8(x)
-    q_out, s_out, _, _ = allreduce_int8(q, s)
-    return dequantize_int8(q_out, s_out)
+    reduced = allreduce("int8", q, s)
+    return dequantize_int8(reduced.out, reduced.scales)
 
 
 def rq(x: np.ndarray) -> np.ndarray:
@@ -98,13 +97,14 @@ def study(participants, seeds, tokens, hidden, outliers, gain):
             results = {
                 "inq": inq(x),
                 "rq": rq(x),
-                "fp16": allreduce_fp16(x)[0].astype(np.float64),
+                "fp16": allreduce("fp16", x).out.astype(np.float64),
             }
             b = float_to_bf16_bits(x.astype(np.float32))
             exact_b = bf16_bits_to_float32(b).astype(np.float64).sum(axis=0)  # exact: span < 53 bits here
             for mode in ("inq", "rq", "fp16"):
                 rows.append((mode, n_part, seed, *errors(results[mode], exact)))
-            rows.append(("bf16", n_part, seed, *errors(bf16_bits_to_float32(allreduce_bf16(b)[0]), exact_b)))
+            bf16 = bf16_bits_to_float32(allreduce("bf16", b).out)
+            rows.append(("bf16", n_part, seed, *errors(bf16, exact_b)))
     return rows
 
 

@@ -8,8 +8,8 @@ everything; HDL counters (no per-cycle Python) count the flits it receives by IN
 1 header + 128 payload flits (a 4 KB AXI burst at 32-byte flits). The flit width does not change
 flits per cycle, so the run uses 64-bit flits to keep the Verilator build small.
 
-Run: ``python -m scin.scripts.bench_port`` (or ``scin bench-port``); ``--no-write`` leaves
-``docs/PERFORMANCE.md`` alone.
+The simulator side is ``sim/testbench/port_bench.py``. Run: ``python -m scin.scripts.bench_port``
+(or ``scin bench-port``); ``--no-write`` leaves ``docs/PERFORMANCE.md`` alone.
 """
 
 import json
@@ -18,9 +18,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-import cocotb
-from cocotb.triggers import ClockCycles
 
 from scin.hdl.packet import FabricParams, MsgClass
 
@@ -33,27 +30,6 @@ CORE_SOURCES = (1, 2)
 SECTION = "bench-port"
 
 
-# -- cocotb side: runs inside the simulator ---------------------------------------------------------
-
-@cocotb.test()
-async def bench_port(dut):
-    from scin.tb.common import start, tb_config, read_int
-    cfg = tb_config()
-    await start(dut)
-    dut.enable.value = 1
-    await ClockCycles(dut.clk, cfg["warmup"])
-    windows = []
-    for _ in range(cfg["runs"]):
-        c0, i0, k0 = read_int(dut.cycles), read_int(dut.isa_flits), read_int(dut.core_flits)
-        await ClockCycles(dut.clk, cfg["window"])
-        c1, i1, k1 = read_int(dut.cycles), read_int(dut.isa_flits), read_int(dut.core_flits)
-        windows.append({"cycles": c1 - c0, "isa": i1 - i0, "core": k1 - k0})
-    assert read_int(dut.errors) == 0, "transport error or dropped packet during the benchmark"
-    Path(cfg["out"]).write_text(json.dumps(windows))
-
-
-# -- host side -----------------------------------------------------------------------------------------
-
 def run_bench(*, credits, latency, isa_class, core_class, runs, window, warmup, sim="verilator"):
     """Build (cached) and run one configuration; returns the per-window results."""
     from scin.hdl.harness import PortBench
@@ -65,7 +41,7 @@ def run_bench(*, credits, latency, isa_class, core_class, runs, window, warmup, 
     v = verilog_for(make, top, f"{PARAMS!r} c={credits} l={latency} {isa_class} {core_class}")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "windows.json"
-        run_cocotb(verilog_path=v, top=top, test_module="scin.scripts.bench_port", sim=sim,
+        run_cocotb(verilog_path=v, top=top, test_module="scin.sim.testbench.port_bench", sim=sim,
                    testcase="bench_port",
                    config=dict(runs=runs, window=window, warmup=warmup, out=str(out)))
         return json.loads(out.read_text())

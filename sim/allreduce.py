@@ -1,11 +1,11 @@
 """``scin allreduce``: one All-Reduce on the simulated system, checked bit for bit.
 
-:func:`run_allreduce` makes seeded inputs, runs the system (``sim/allreduce_bench.py`` inside the
-simulator), compares every endpoint's result with the golden model (:mod:`scin.sim.numerics`) and
-returns a JSON-able report. Measurement definitions follow ``docs/PERFORMANCE.md``: latency runs from
-the cycle the last participant's arrival write leaves its endpoint to the cycle the last participant
-sees its completion flag; efficiency is ``S / (T * flit_bytes)`` with ``S`` the message size in its
-16-bit form.
+:func:`run_allreduce` makes seeded inputs, runs the system (``sim/testbench/allreduce_bench.py``
+inside the simulator), compares every endpoint's result with the golden model
+(:mod:`scin.sim.numerics`) and returns a JSON-able report. Measurement definitions follow
+``docs/PERFORMANCE.md``: latency runs from the cycle the last participant's arrival write leaves its
+endpoint to the cycle the last participant sees its completion flag; efficiency is
+``S / (T * flit_bytes)`` with ``S`` the message size in its 16-bit form.
 """
 
 import dataclasses
@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 
 from . import numerics
-from .fp import float_to_bf16_bits
 from .toolchain import BUILD_ROOT
 
 __all__ = ["AllReduceConfig", "parse_size", "run_allreduce", "plan_params", "CLOCK_MHZ"]
@@ -28,7 +27,7 @@ CLOCK_MHZ = 250
 #: Ordinary traffic (``traffic=True``): each endpoint writes this many bytes to the next one's
 #: scratch area, in 4 KiB writes, while the All-Reduce runs.
 TRAFFIC_BYTES = 16 * 4096
-DTYPES = ("fp16", "bf16", "int8")
+DTYPES = numerics.DTYPES
 _UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1 << 20, "MB": 1 << 20,
           "MIB": 1 << 20, "G": 1 << 30, "GIB": 1 << 30}
 
@@ -138,13 +137,8 @@ def make_inputs(cfg):
     x = rng.standard_normal((n, e)) * 4.0
     heavy = rng.choice(e, size=max(1, e // 512), replace=False)
     x[:, heavy] *= 40.0
-    if cfg.dtype == "fp16":
-        typed = {"data": x.astype(np.float16)}
-    elif cfg.dtype == "bf16":
-        typed = {"data": float_to_bf16_bits(x.astype(np.float32))}
-    else:
-        q, s = numerics.quantize_int8(x.astype(np.float16))
-        typed = {"data": q, "scales": s}
+    data, scales = numerics.encode(cfg.dtype, x)
+    typed = {"data": data} if scales is None else {"data": data, "scales": scales}
     raw = {}
     for i in range(n):
         raw[f"ep{i}_src"] = np.frombuffer(typed["data"][i].tobytes(), np.uint8)
@@ -155,14 +149,11 @@ def make_inputs(cfg):
 
 def golden(cfg, typed):
     """Expected output bytes (and scales) and status, from the golden model."""
-    if cfg.dtype == "fp16":
-        out, _, status = numerics.allreduce_fp16(typed["data"])
-        return {"dst": out.tobytes()}, int(status)
-    if cfg.dtype == "bf16":
-        out, _, status = numerics.allreduce_bf16(typed["data"])
-        return {"dst": out.tobytes()}, int(status)
-    q, s, _, status = numerics.allreduce_int8(typed["data"], typed["scales"])
-    return {"dst": q.tobytes(), "dst_scales": s.tobytes()}, int(status)
+    want = numerics.allreduce(cfg.dtype, typed["data"], typed.get("scales"))
+    regions = {"dst": want.out_bytes}
+    if want.scales is not None:
+        regions["dst_scales"] = want.scale_bytes
+    return regions, int(want.status)
 
 
 def _typed_view(cfg, raw, scales=False):
@@ -177,7 +168,8 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     Raises ValueError for bad parameters, RuntimeError for tool failures (the simulation did not
     finish). A result mismatch is not an exception: it is ``match = false`` in the report.
     """
-    from ..hdl.isa.descriptor import Op, FlagMode, check_descriptor
+    from ..hdl.codec import unpack
+    from ..hdl.isa.descriptor import Op, FlagMode, check_descriptor, flag_layout
     from ..hdl.isa.dtype import DType
     from ..hdl.system import System
     from .runner import verilog_for, run_cocotb, SimulationError
@@ -230,9 +222,9 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     path = verilog_for(lambda: System(params), "system", repr(params))
     log(f"simulating on {cfg.sim} (first run of a configuration also builds it) ...")
     try:
-        run_cocotb(verilog_path=path, top="system", test_module="scin.sim.allreduce_bench",
-                   sim=cfg.sim, config=plan, waves=waves, test_dir=run_dir, seed=cfg.seed,
-                   quiet=True, plusargs=plusargs)
+        run_cocotb(verilog_path=path, top="system",
+                   test_module="scin.sim.testbench.allreduce_bench", sim=cfg.sim, config=plan,
+                   waves=waves, test_dir=run_dir, seed=cfg.seed, quiet=True, plusargs=plusargs)
     except SimulationError as exc:
         raise RuntimeError(f"the simulation did not complete: {exc}") from exc
     wall = time.monotonic() - started
@@ -263,9 +255,9 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
             a = np.frombuffer(got[f"ep{i}_dst"].tobytes(), np.uint8)
             b = np.frombuffer(want["dst"], np.uint8)
             mismatches = int(np.count_nonzero(a != b))
-        flag = timing["replays"][-1]["flags"][str(i)]
+        flag = unpack(flag_layout(), timing["replays"][-1]["flags"][str(i)])
         per_endpoint.append({"endpoint": i, "match": bool(match), "mismatched_bytes": mismatches,
-                             "flag_status": flag >> 16 & 0xFF, "flag_generation": flag & 0xFFFF,
+                             "flag_status": flag["status"], "flag_generation": flag["generation"],
                              "flag_cycle": timing["replays"][-1]["flag_cycles"][str(i)]})
     cycles = [r["cycles"] for r in timing["replays"]]
     t = cycles[-1]
@@ -299,7 +291,7 @@ def _sim_cycles_per_second(run_dir):
     """Simulated clock cycles per second of simulator wall time (the cocotb test alone: no build,
     no golden model), from cocotb's results.xml; None if it is missing."""
     import xml.etree.ElementTree as ET
-    from ..tb.common import CLOCK_PERIOD_NS
+    from .testbench.env import CLOCK_PERIOD_NS
     try:
         case = ET.parse(Path(run_dir) / "results.xml").find(".//testcase")
         props = {p.get("name"): p.get("value") for p in case.iter("property")}

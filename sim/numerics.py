@@ -24,16 +24,18 @@ switch, and ``dequantize_int8`` is its exact inverse map ``q * s``.
 from __future__ import annotations
 
 import enum
+from typing import NamedTuple
 
 import numpy as np
 
 from .fp import (
-    BF16, FP16, FP16_FIXED_SHIFT, FloatFormat, bit_length, decode, fp16_to_fixed, round_fixed,
+    BF16, FP16, FP16_FIXED_SHIFT, FloatFormat, bit_length, decode, float_to_bf16_bits, fp16_to_fixed,
+    round_fixed,
 )
 
 __all__ = [
     "Status", "BLOCK", "MAX_PARTICIPANTS", "BF16_GUARD_BITS", "Q_MAX",
-    "allreduce_fp16", "allreduce_bf16", "allreduce_int8", "allreduce",
+    "allreduce_fp16", "allreduce_bf16", "allreduce_int8", "allreduce", "Reduced", "DTYPES", "encode",
     "quantize_int8", "quantize_int8_fixed", "dequantize_int8", "dequantize_int8_fixed", "num_blocks",
 ]
 
@@ -496,9 +498,92 @@ def dequantize_int8_fixed(q, scales) -> np.ndarray:
     return qa.astype(np.int64) * _expand(fp16_to_fixed(sb), qa.shape[-1])
 
 
-def allreduce(mode: str, *args):
-    """Dispatch to ``allreduce_<mode>``; ``mode`` is "fp16", "bf16" or "int8"."""
-    funcs = {"fp16": allreduce_fp16, "bf16": allreduce_bf16, "int8": allreduce_int8}
-    if mode not in funcs:
-        raise ValueError(f"mode must be one of {sorted(funcs)}, not {mode!r}")
-    return funcs[mode](*args)
+class Reduced(NamedTuple):
+    """The golden result of one All-Reduce, whatever its dtype.
+
+    Members
+    -------
+    out : numpy.ndarray, shape (n,)
+        The result: float16 or uint16 (FP16), uint16 (BF16 bit patterns) or int8 (INT8).
+    scales : numpy.ndarray or None
+        INT8: the output block scales, shape ``(ceil(n / 64),)``, the dtype of the input scales;
+        None for FP16 and BF16.
+    status_per : numpy.ndarray of uint8
+        :class:`Status` bits per element (FP16, BF16) or per block (INT8).
+    status : Status
+        OR of ``status_per``: what the completion flag's data bits must carry.
+    """
+
+    out: np.ndarray
+    scales: np.ndarray | None
+    status_per: np.ndarray
+    status: Status
+
+    @property
+    def out_bytes(self) -> bytes:
+        """The result as it lies in an endpoint's memory (little-endian)."""
+        return self.out.tobytes()
+
+    @property
+    def scale_bytes(self) -> bytes | None:
+        """The INT8 output scales as they lie in memory; None for FP16 and BF16."""
+        return None if self.scales is None else self.scales.tobytes()
+
+
+#: The dtypes :func:`allreduce` and :func:`encode` take, by name.
+DTYPES = ("fp16", "bf16", "int8")
+
+
+def _dtype_key(dtype) -> str:
+    name = str(getattr(dtype, "name", dtype)).lower()
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    return name
+
+
+def encode(dtype, x):
+    """Messages of ``dtype`` from real values ``x`` (any float array): ``(data, scales)``.
+
+    FP16: ``x`` rounded to float16; BF16: rounded to float32, then RNE to BF16 bit patterns
+    (:func:`~scin.sim.fp.float_to_bf16_bits`); INT8: rounded to float16, then block-quantized
+    (:func:`quantize_int8`). ``scales`` is None but for INT8.
+    """
+    name = _dtype_key(dtype)
+    x = np.asarray(x)
+    if name == "fp16":
+        return x.astype(np.float16), None
+    if name == "bf16":
+        return float_to_bf16_bits(x.astype(np.float32)), None
+    return quantize_int8(x.astype(np.float16))
+
+
+def allreduce(dtype, data, scales=None) -> Reduced:
+    """The golden All-Reduce of ``N`` messages of one dtype: the one entry every check of a
+    collective's result uses.
+
+    Parameters
+    ----------
+    dtype : str or enum member
+        ``"fp16"``, ``"bf16"`` or ``"int8"`` (any case), or a member named so (the ISA's
+        ``DType``).
+    data : numpy.ndarray, shape (N, n)
+        Row ``i`` is participant ``i``'s message, as :func:`allreduce_fp16`,
+        :func:`allreduce_bf16` or :func:`allreduce_int8` take it.
+    scales : numpy.ndarray, shape (N, ceil(n / 64)), optional
+        The INT8 block scales; required for ``int8``, refused otherwise.
+
+    Raises
+    ------
+    ValueError
+        If ``dtype`` is none of the three, or ``scales`` is missing (INT8) or given (FP16, BF16);
+        and as the per-dtype functions raise.
+    """
+    name = _dtype_key(dtype)
+    if name == "int8":
+        if scales is None:
+            raise ValueError("int8 needs the input block scales")
+        return Reduced(*allreduce_int8(data, scales))
+    if scales is not None:
+        raise ValueError(f"{name} takes no scales")
+    out, status_per, status = (allreduce_fp16 if name == "fp16" else allreduce_bf16)(data)
+    return Reduced(out, None, status_per, status)

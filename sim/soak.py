@@ -24,7 +24,7 @@ are loaded through the file backdoor at time 0, collectives run in batches of up
 ``sync_resources`` descriptors (descriptor ``j`` of a batch on sync resource ``j``), and the
 memories are dumped at the end. :func:`verify` then checks every collective, every
 non-participant's untouched result and flag (isolation) and every ordinary write, and returns the
-summary. ``sim/soak_bench.py`` is the simulator side.
+summary. ``sim/testbench/soak_bench.py`` is the simulator side.
 """
 
 import json
@@ -39,7 +39,6 @@ import numpy as np
 
 from . import numerics
 from .allreduce import write_memh, read_memh, plan_params, _runs_dir
-from .fp import float_to_bf16_bits
 
 __all__ = ["SoakConfig", "make_plan", "run_soak", "FAULTS"]
 
@@ -85,30 +84,17 @@ def _inputs(rng, dtype, n, elements):
     """Random typed inputs for ``n`` participants: (data array, scales or None)."""
     g = np.random.default_rng(rng.getrandbits(32))
     x = g.standard_normal((n, elements)) * 4.0
-    if dtype == "fp16":
-        return x.astype(np.float16), None
-    if dtype == "bf16":
-        return float_to_bf16_bits((x * 100).astype(np.float32)), None
-    return numerics.quantize_int8(x.astype(np.float16))
-
-
-def _golden(dtype, data, scales):
-    if dtype == "fp16":
-        out, _, status = numerics.allreduce_fp16(data)
-        return out.tobytes(), None, int(status)
-    if dtype == "bf16":
-        out, _, status = numerics.allreduce_bf16(data)
-        return out.tobytes(), None, int(status)
-    q, s, _, status = numerics.allreduce_int8(data, scales)
-    return q.tobytes(), s.tobytes(), int(status)
+    # BF16 has the range for larger values: spread them over more exponents.
+    return numerics.encode(dtype, x * 100 if dtype == "bf16" else x)
 
 
 def make_plan(cfg):
     """Draw the collectives and lay them out in memory. Returns ``(plan, images, expected)``:
     the JSON plan for the simulator, ``images[i] = [(byte_addr, bytes)]`` to load into endpoint
     ``i``, and the expected outcome of every collective."""
-    from ..hdl.isa.descriptor import Op, FlagMode, check_descriptor
+    from ..hdl.isa.descriptor import Op, FlagMode, FlagStatus, check_descriptor
     from ..hdl.isa.dtype import DType
+    DATA_FLAGS = (FlagStatus.OVERFLOW | FlagStatus.INVALID).value
     params = plan_params(cfg.hardware())
     isa = params.isa
     n = cfg.endpoints
@@ -123,7 +109,7 @@ def make_plan(cfg):
     for k in range(cfg.count):
         batch_index = k % isa.sync_resources
         sync = batch_index
-        dtype = rng.choice(("fp16", "bf16", "int8"))
+        dtype = rng.choice(numerics.DTYPES)
         size = 1 << rng.randint(6, int(math.log2(cfg.max_size)))
         size = max(128, size) if dtype == "int8" else size
         # Not only powers of two: add a whole number of 128-byte steps sometimes.
@@ -185,7 +171,8 @@ def make_plan(cfg):
             assert not check_descriptor(desc, isa), check_descriptor(desc, isa)
         generation[sync] += 1
         data, scales = _inputs(rng, dtype, len(members), elements)
-        want, want_scales, want_status = _golden(dtype, data, scales)
+        golden = numerics.allreduce(dtype, data, scales)
+        want, want_scales, want_status = golden.out_bytes, golden.scale_bytes, int(golden.status)
         for j, i in enumerate(members):
             if fault != "decerr":
                 images[i].append((desc["src_addr"], data[j].tobytes()))
@@ -217,7 +204,8 @@ def make_plan(cfg):
                          "want_scales": want_scales,
                          # Faults: the ERROR bit is required; with DECERR the data read is not
                          # the input, so other status bits are not predicted.
-                         "want_status": (want_status & 3) if fault == "none" else 4,
+                         "want_status": (want_status & DATA_FLAGS) if fault == "none" else
+                                        FlagStatus.ERROR.value,
                          "generation": generation[sync], "flag": flag})
     plan = {**cfg.hardware(), "collectives": colls, "sync_resources": isa.sync_resources,
             "timeout_cycles": 400_000}
@@ -248,8 +236,9 @@ def run_soak(cfg, log=print):
         f"building or reusing the system ...")
     path = verilog_for(lambda: System(params), "system", repr(params))
     try:
-        run_cocotb(verilog_path=path, top="system", test_module="scin.sim.soak_bench", sim=cfg.sim,
-                   config=plan, test_dir=run_dir, seed=cfg.seed, quiet=True, plusargs=plusargs)
+        run_cocotb(verilog_path=path, top="system", test_module="scin.sim.testbench.soak_bench",
+                   sim=cfg.sim, config=plan, test_dir=run_dir, seed=cfg.seed, quiet=True,
+                   plusargs=plusargs)
     except SimulationError as exc:
         progress = run_dir / "progress.json"
         where = json.loads(progress.read_text()) if progress.exists() else {}
@@ -268,9 +257,12 @@ def run_soak(cfg, log=print):
 def verify(expected, plan, result, memories):
     """Check every collective, isolation and ordinary traffic; return the summary."""
     from ..hdl.endpoint.accelerator import pattern_bytes
+    from ..hdl.codec import pack, unpack
+    from ..hdl.isa.descriptor import FlagStatus, flag_layout
     n = len(memories)
     failures = []
     outcome = Counter()
+    isolation_checks = 0     # (collective, non-participant) pairs checked: the test asserts > 0
     flags = {(int(k), int(i)): v for k, per in result["flags"].items() for i, v in per.items()}
     for e in expected:
         k = e["k"]
@@ -281,9 +273,14 @@ def verify(expected, plan, result, memories):
             flag_word = int.from_bytes(mem[e["flag"]:e["flag"] + 4].tobytes(), "little")
             if i in e["members"]:
                 seen = flags.get((k, i))
-                want_flag = e["generation"] | e["want_status"] << 16
+                want_flag = pack(flag_layout(), generation=e["generation"], status=e["want_status"])
                 if e["fault"] == "decerr":
-                    good = lambda w: w is not None and w & 0xFFFF == e["generation"] and w >> 16 & 4
+                    def good(w):
+                        if w is None:
+                            return False
+                        w = unpack(flag_layout(), w)
+                        return (w["generation"] == e["generation"]
+                                and w["status"] & FlagStatus.ERROR.value)
                 else:
                     good = lambda w: w == want_flag
                 if not (good(seen) and good(flag_word)):
@@ -306,6 +303,7 @@ def verify(expected, plan, result, memories):
                     ok = False
             else:
                 # Isolation: a non-participant's flag and result buffer are never touched.
+                isolation_checks += 1
                 if flag_word or (not e["in_place"] and any(mem[e["dst"]:e["dst"] + e["data_bytes"]])):
                     failures.append(f"collective {k} wrote to non-participant {i}")
                     ok = False
@@ -328,4 +326,5 @@ def verify(expected, plan, result, memories):
     for (label, verdict), count in sorted(outcome.items()):
         table.setdefault(label, {"ok": 0, "FAILED": 0})[verdict] += count
     return {"passed": not failures, "outcomes": table, "ordinary_writes": traffic_ok + traffic_bad,
-            "ordinary_writes_intact": traffic_ok, "failures": failures[:50]}
+            "ordinary_writes_intact": traffic_ok, "isolation_checks": isolation_checks,
+            "failures": failures[:50]}

@@ -16,13 +16,14 @@ import pytest
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
+from scin.hdl.codec import pack, unpack
 from scin.hdl.isa.datapath import Datapath, input_layout, lanes16, lanes8, output_layout
 from scin.hdl.isa.datapath.common import check_params
 from scin.hdl.isa.dtype import DType
 from scin.sim import numerics
 from scin.sim.runner import run_cocotb, verilog_for
-from scin.tb.common import (StreamSink, StreamSource, cocotb_module, pause_generator, start,
-                            tb_config, tb_rng)
+from scin.sim.testbench.env import cocotb_module, start, tb_config, tb_rng
+from scin.sim.testbench.streams import StreamSink, StreamSource, pause_generator
 
 
 # ---------------------------------------------------------------------------------------------
@@ -37,16 +38,10 @@ class Packer:
         self.ilay, self.olay = input_layout(n, w), output_layout(w)
 
     def pack_input(self, dtype, flits, scales, last):
-        lay = self.ilay
-        value = int(dtype.value) << lay["dtype"].offset
-        for p, flit in enumerate(flits):
-            value |= flit << (lay["data"].offset + p * self.w)
-        for p, scale in enumerate(scales):
-            value |= int(scale) << (lay["scale"].offset + p * 16)
-        return value | (int(last) << lay["last"].offset)
+        return pack(self.ilay, dtype=dtype, data=flits, scale=[int(x) for x in scales], last=last)
 
     def unpack_output(self, value):
-        return {name: (value >> field.offset) & ((1 << field.width) - 1) for name, field in self.olay}
+        return unpack(self.olay, value)
 
 
 def _to_int(arr):
@@ -62,13 +57,9 @@ class Message:
         pk = packer
         n_part, n_elem = values.shape
         self.inputs, self.expected = [], []
-        if dtype == DType.INT8:
-            q_out, s_out, blk_status, _ = numerics.allreduce_int8(values, scales)
-            lanes = pk.l8
-        else:
-            model = numerics.allreduce_fp16 if dtype == DType.FP16 else numerics.allreduce_bf16
-            out, elem_status, _ = model(values)
-            lanes = pk.l16
+        golden = numerics.allreduce(dtype, values, scales)
+        out, s_out, status_per = golden.out, golden.scales, golden.status_per
+        lanes = pk.l8 if dtype == DType.INT8 else pk.l16
         assert n_elem % lanes == 0
         nflits = n_elem // lanes
         for k in range(nflits):
@@ -78,12 +69,12 @@ class Message:
             if dtype == DType.INT8:
                 blk = (k * lanes) // numerics.BLOCK
                 sc = [int(scales[p, blk]) for p in range(n_part)]
-                exp = {"data": _to_int(q_out[sl]), "scale": int(s_out[blk]),
-                       "status": int(blk_status[blk])}
+                exp = {"data": _to_int(out[sl]), "scale": int(s_out[blk]),
+                       "status": int(status_per[blk])}
             else:
                 sc = [0] * n_part
                 exp = {"data": _to_int(out[sl]), "scale": 0,
-                       "status": int(np.bitwise_or.reduce(elem_status[sl]))}
+                       "status": int(np.bitwise_or.reduce(status_per[sl]))}
             exp.update(dtype=int(dtype.value), last=int(last))
             self.inputs.append(pk.pack_input(dtype, flits, sc, last))
             self.expected.append((exp, k))

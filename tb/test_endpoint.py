@@ -15,11 +15,13 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from scin.hdl.packet import FabricParams, MsgClass, Opcode, Status
 from scin.hdl.endpoint.axi import AxiParams, Burst, Resp
 from scin.hdl.endpoint.bridge import bridge_axi_params
-from scin.hdl.endpoint.accelerator import (AccOp, EventKind, command_layout, event_layout,
-                                           pattern_bytes, xor_fold)
+from scin.hdl.endpoint.accelerator import (AccOp, EventKind, FLAG_LAYOUT, command_layout,
+                                           event_layout, pattern_bytes, xor_fold)
+from scin.hdl.codec import pack, unpack
 from scin.sim.runner import run_cocotb, verilog_for
-from scin.tb.common import (StreamSink, StreamSource, cocotb_module, pause_generator, read_int,
-                            start, tb_config, tb_rng)
+from scin.sim.testbench.env import cocotb_module, read_int, start, tb_config, tb_rng
+from scin.sim.testbench.streams import StreamSink, StreamSource, pause_generator
+from scin.sim.testbench.traffic import flit, flit_data, is_last
 
 
 PARAMS = FabricParams()
@@ -28,23 +30,6 @@ PORT = 2
 MEM_SIZE = 1 << 16
 MEMORY_AXI = AxiParams(data_width=256, addr_width=48, id_width=4, user_width=1)
 MEMORY_TEST_SIZE = 1 << 14
-
-
-# --- struct packing -----------------------------------------------------------------------------
-
-def pack(layout, **fields):
-    value = 0
-    names = {name for name, _ in layout}
-    assert set(fields) <= names, set(fields) - names
-    for name, field in layout:
-        v = fields.get(name, 0)
-        v = int(getattr(v, "value", v))
-        value |= (v & ((1 << field.width) - 1)) << field.offset
-    return value
-
-
-def unpack(layout, value):
-    return {name: (int(value) >> field.offset) & ((1 << field.width) - 1) for name, field in layout}
 
 
 class Cycles:
@@ -287,11 +272,11 @@ def _class_of(opcode):
 
 
 def packet(opcode, payload=b"", **fields):
-    """A packet as flit payloads (data | last << flit_width)."""
+    """A packet as flit payloads (``PARAMS.flit_layout``)."""
     flits = [header(opcode, **fields)]
     for k in range(0, len(payload), FB):
         flits.append(int.from_bytes(payload[k:k + FB], "little"))
-    return [f | (int(i == len(flits) - 1) << PARAMS.flit_width) for i, f in enumerate(flits)]
+    return [flit(PARAMS, f, i == len(flits) - 1) for i, f in enumerate(flits)]
 
 
 def split(items):
@@ -299,10 +284,9 @@ def split(items):
     out, cur = [], []
     for item in items:
         cur.append(item)
-        if item >> PARAMS.flit_width & 1:
-            mask = (1 << PARAMS.flit_width) - 1
-            h = PARAMS.unpack_header(cur[0] & mask)
-            body = b"".join((f & mask).to_bytes(FB, "little") for f in cur[1:])
+        if is_last(PARAMS, item):
+            h = PARAMS.unpack_header(flit_data(PARAMS, cur[0]))
+            body = b"".join(flit_data(PARAMS, f).to_bytes(FB, "little") for f in cur[1:])
             out.append((h, body, len(cur)))
             cur = []
     assert not cur, "a packet did not end with a last flit"
@@ -360,7 +344,7 @@ class BridgeTb:
             items = sink.items
             seen = getattr(self, attr)
             # Only whole packets.
-            ends = [i for i in range(seen, len(items)) if items[i] >> PARAMS.flit_width & 1]
+            ends = [i for i in range(seen, len(items)) if is_last(PARAMS, items[i])]
             if ends:
                 for h, body, _ in split(items[seen:ends[-1] + 1]):
                     assert h["tag"] not in self.responses, f"two responses for tag {h['tag']}"
@@ -642,17 +626,19 @@ async def accelerator_packets(dut):
 
     # WAIT_FLAG: the flag word at 0x3F04, expected generation 3.
     flag_addr = 0x3F04
-    t = tb.write(flag_addr, (2 | 0 << 16).to_bytes(4, "little"))   # an older generation
+    older = pack(FLAG_LAYOUT, generation=2, status=0)
+    t = tb.write(flag_addr, older.to_bytes(4, "little"))
     await tb.wait(t)
     acc.send(AccOp.WAIT_FLAG, tag=0x60, addr=flag_addr, generation=3)
     await ClockCycles(dut.clk, 200)
     assert len(acc.events.items) == 6, "WAIT_FLAG fired before the generation was reached"
-    t = tb.write(flag_addr, (3 | 4 << 16).to_bytes(4, "little"))   # generation 3, TIMEOUT
+    timed_out = pack(FLAG_LAYOUT, generation=3, status=4)           # generation 3, TIMEOUT
+    t = tb.write(flag_addr, timed_out.to_bytes(4, "little"))
     (resp,) = await tb.wait(t)
     written = read_int(dut.cycle)
     e = await acc.event(6)
     assert e["kind"] == EventKind.FLAG and e["tag"] == 0x60 and e["status"] == 4, e
-    assert e["value"] == 3 | 4 << 16
+    assert e["value"] == timed_out
     dut._log.info("flag seen %d cycles before the WRITE_RESP was taken", written - e["cycle"])
     assert 0 < written - e["cycle"] < 200
 

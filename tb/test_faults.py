@@ -1,10 +1,10 @@
 """Faults at endpoints (issue 7, item 2): AXI errors, the response watchdog, duplicate and unknown
 responses. Every outcome named here is a row of docs/RELIABILITY.md.
 
-ISA-level tests drive the ISA alone against the Python endpoint models of ``tb/isa_model.py``
-(random latency, out-of-order responses, idle cycles and backpressure on every stream), which inject
-the faults per request. They share the ISA build of ``tb/test_isa.py`` (watchdog of
-``TEST_TIMEOUT`` cycles). Each test runs a program of descriptors, one step per descriptor, each on
+ISA-level tests drive the ISA alone against the Python endpoint models of
+``sim/testbench/endpoint_model.py`` (random latency, out-of-order responses, idle cycles and
+backpressure on every stream), which inject the faults per request. They share the ISA build of
+``tb/test_isa.py`` (``tb/isa_setup.py``: a watchdog of ``TEST_TIMEOUT`` cycles). Each test runs a program of descriptors, one step per descriptor, each on
 its own sync resource and flag word; a step ends when the ISA's ``collectives`` counter says the
 descriptor is complete (flags written and acknowledged, rewrites included), and its flags and
 results are then checked: bit for bit against ``scin.sim.numerics`` for every good step. Counters
@@ -18,43 +18,31 @@ the size of the others': a symmetric buffer that fits the others runs off its en
 import cocotb
 import numpy as np
 import pytest
-from cocotb.triggers import RisingEdge, ClockCycles
+from cocotb.triggers import ClockCycles
 
-from scin.hdl.isa.descriptor import IsaParams, Op, FlagMode, FlagStatus, descriptor_layout
+from scin.hdl.codec import pack, unpack
+from scin.hdl.isa.descriptor import IsaParams, Op, FlagMode, FlagStatus, flag_layout
 from scin.hdl.isa.dtype import DType
-from scin.hdl.isa.instruction_buffer import load_layout
 from scin.hdl.isa.isa import Isa
-from scin.hdl.isa.wave_controller import counters_layout
+from scin.hdl.isa.wave_table import TAG_DATA, read_tag
 from scin.hdl.packet import FabricParams, MsgClass, Status
 from scin.sim import numerics
 from scin.sim.runner import verilog_for, run_cocotb
-from scin.tb.common import (tb_config, tb_rng, start, StreamSource, StreamSink, random_pauses,
-                            read_int, cocotb_module)
-from scin.tb.isa_model import EndpointModel, pack_descriptor
-from scin.tb.test_isa import (isa_params, make_inputs, load_program, counters, TEST_TIMEOUT,
-                              SRC, DST, SSRC, SDST, FLAG, MEM)
-from scin.tb.traffic import split_packets
+from scin.sim.testbench.endpoint_model import EndpointModel
+from scin.sim.testbench.env import tb_config, tb_rng, start, read_int, cocotb_module
+from scin.sim.testbench.isa_program import load_program
+from scin.sim.testbench.streams import StreamSource, StreamSink, random_pauses
+from scin.sim.testbench.traffic import is_last, split_packets
+
+from scin.tb.isa_setup import (SRC, DST, SSRC, SDST, FLAG, MEM, TEST_TIMEOUT, DATA_FLAGS,
+                               isa_params, make_inputs, flag_word, counters)
 
 ERROR, TIMEOUT = FlagStatus.ERROR.value, FlagStatus.TIMEOUT.value
-#: OVERFLOW | INVALID: data flags, meaningless in a failed collective's flag.
-DATA_FLAGS = FlagStatus.OVERFLOW.value | FlagStatus.INVALID.value
 SLOT = 4096
 
 
 def flag_addr(k):
     return FLAG + 64 * k
-
-
-def golden(dtype, data, scales):
-    """(result bytes, result scale bytes or None, status) of the golden model."""
-    if dtype == "fp16":
-        out, _, status = numerics.allreduce_fp16(data)
-        return out.tobytes(), None, int(status)
-    if dtype == "bf16":
-        out, _, status = numerics.allreduce_bf16(data)
-        return out.tobytes(), None, int(status)
-    q, s, _, status = numerics.allreduce_int8(data, scales)
-    return q.tobytes(), s.tobytes(), int(status)
 
 
 async def run_steps(dut, steps):
@@ -107,10 +95,12 @@ async def run_steps(dut, steps):
                                  f"flags {[hex(ep.flag(flag_addr(k))) for ep in eps]}; {counters(dut)}")
         flags = [ep.flag(flag_addr(k)) for ep in eps]
         generation = k // params.sync_resources + 1
-        assert all(f & 0xFFFF == generation for f in flags), f"step {k}: flags {list(map(hex, flags))}"
-        status = [f >> 16 for f in flags]
+        assert all(ep.flag_fields(flag_addr(k))["generation"] == generation for ep in eps), \
+            f"step {k}: flags {list(map(hex, flags))}"
+        status = [ep.flag_fields(flag_addr(k))["status"] for ep in eps]
         if st["want"] == "ok":
-            want, want_scales, want_status = golden(st["dtype"], data, scales)
+            golden = numerics.allreduce(st["dtype"], data, scales)
+            want, want_scales = golden.out_bytes, golden.scale_bytes
             for i, ep in enumerate(eps):
                 got = bytes(ep.mem[DST:DST + len(want)])
                 if got != want:
@@ -121,7 +111,8 @@ async def run_steps(dut, steps):
                 if want_scales is not None:
                     assert bytes(ep.mem[SDST:SDST + len(want_scales)]) == want_scales, \
                         f"step {k} port {i}: output scales differ"
-            assert status == [want_status & 3] * ports, f"step {k}: statuses {status}"
+            assert flags == [flag_word(generation, golden.status & DATA_FLAGS)] * ports, \
+                f"step {k}: flags {list(map(hex, flags))}"
         else:
             bit = {"error": ERROR, "timeout": TIMEOUT}[st["want"]]
             assert all(s & ~DATA_FLAGS == bit for s in status), \
@@ -131,11 +122,12 @@ async def run_steps(dut, steps):
     # Nothing was truncated: every stream the models received ends on a complete packet (and
     # every WRITE's payload matched its length: the model asserts it on receipt).
     await ClockCycles(dut.clk, 200)
-    for ep in eps:
-        for cls, sink in ep.from_isa.items():
-            if sink.items:
-                assert sink.items[-1] >> params.fabric.flit_width & 1, \
-                    f"port {ep.port}: {cls.name} stream ends inside a packet"
+    streams = [(ep, cls, sink) for ep in eps for cls, sink in ep.from_isa.items() if sink.items]
+    # Every model received reads and writes (else the check below would look at nothing).
+    assert len(streams) >= 2 * len(eps), [(ep.port, cls.name) for ep, cls, _ in streams]
+    for ep, cls, sink in streams:
+        assert is_last(params.fabric, sink.items[-1]), \
+            f"port {ep.port}: {cls.name} stream ends inside a packet"
     for ep in eps:
         assert not ep.read_rules and not ep.write_rules, f"port {ep.port}: a fault was never injected"
     return eps
@@ -234,12 +226,12 @@ async def duplicates_and_unknown_tags(dut):
     after its slot has been re-armed by a later slot of the same message, where only its issue
     number tells it apart."""
     params = isa_params({})
-    slot_bits = params.slot_bits
 
     def stray(eps):
         # A read response for slot 1 (data) whose issue number is one nobody used yet, and a
         # write response whose tag is far from any write sent.
-        eps[3].send_stray(MsgClass.RDATA, ((1 << params.read_seq_bits) - 1) << (1 + slot_bits) | 1 << 1)
+        eps[3].send_stray(MsgClass.RDATA, read_tag(params, slot=1, kind=TAG_DATA,
+                                                   seq=(1 << params.read_seq_bits) - 1))
         eps[0].send_stray(MsgClass.WRESP, (1 << params.fabric.tag_width) - 1)
 
     def step0(eps):
@@ -352,36 +344,34 @@ async def system_decerr_flags(dut):
     await isa_load.wait_idle()
     cl = command_layout(f)
 
-    def ctr():
-        value = read_int(dut.counters)
-        return {name: (value >> fl.offset) & 0xFFFFFFFF for name, fl in counters_layout()}
-
     for k, (want, mode, src, dst) in enumerate(steps):
         data, _ = make_inputs(rng, "fp16", n, S_ELEMENTS)
         for i in range(n):
             await doors[i].write(src, data[i].tobytes()[:max(0, sp.endpoint_mem_size(i) - src)])
         for i in range(n):
-            cmds[i].send(pack_descriptor(cl, op=AccOp.ARRIVE, addr=k, length=1, tag=k))
+            cmds[i].send(pack(cl, op=AccOp.ARRIVE, addr=k, length=1, tag=k))
         for cycle in range(0, 200_000, 16):
-            if ctr()["collectives"] == k + 1:
+            if counters(dut)["collectives"] == k + 1:
                 break
             await ClockCycles(dut.clk, 16)
         else:
-            raise AssertionError(f"step {k} did not complete; counters {ctr()}")
+            raise AssertionError(f"step {k} did not complete; counters {counters(dut)}")
         flags = [int.from_bytes(await doors[i].read(S_FLAG + 64 * k, 4), "little") for i in range(n)]
-        assert all(fl & 0xFFFF == 1 for fl in flags), f"step {k}: flags {list(map(hex, flags))}"
-        status = [fl >> 16 for fl in flags]
+        fields = [unpack(flag_layout(), fl) for fl in flags]
+        assert all(f["generation"] == 1 for f in fields), f"step {k}: flags {list(map(hex, flags))}"
+        status = [f["status"] for f in fields]
         if want == "ok":
-            out, _, st = numerics.allreduce_fp16(data)
+            golden = numerics.allreduce("fp16", data)
             for i in range(n):
-                got = await doors[i].read(dst, out.nbytes)
-                assert got == out.tobytes(), f"step {k}: endpoint {i}'s result differs"
-            assert status == [int(st) & 3] * n, f"step {k}: statuses {status}"
+                got = await doors[i].read(dst, len(golden.out_bytes))
+                assert got == golden.out_bytes, f"step {k}: endpoint {i}'s result differs"
+            assert flags == [flag_word(1, golden.status & DATA_FLAGS)] * n, \
+                f"step {k}: flags {list(map(hex, flags))}"
         else:
             assert all(s & ~DATA_FLAGS == ERROR for s in status), f"step {k}: statuses {status}"
         dut._log.info("step %d (%s %s): flags %s after %d cycles", k, want, mode,
                       list(map(hex, flags)), cycle)
-    c = ctr()
+    c = counters(dut)
     assert c["timeouts"] == 0 and c["unknown_tags"] == 0 and c["unknown_wresps"] == 0, c
     # The errors were the memory's DECERR carried by the bridge, not requests it refused.
     assert all(read_int(getattr(dut, f"rejected__{i}")) == 0 for i in range(n))

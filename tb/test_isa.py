@@ -1,4 +1,5 @@
-"""The ISA on its own, against Python endpoint models (tb/isa_model.py) and the golden model.
+"""The ISA on its own, against Python endpoint models (sim/testbench/endpoint_model.py) and the
+golden model.
 
 Each port's endpoint model answers reads after a random latency and out of order, with random
 backpressure and idle cycles on every stream; results are compared bit for bit with
@@ -10,59 +11,19 @@ import numpy as np
 import pytest
 from cocotb.triggers import RisingEdge
 
-from scin.hdl.isa.descriptor import IsaParams, Op, FlagMode, FlagStatus, descriptor_layout
+from scin.hdl.isa.descriptor import Op, FlagMode, FlagStatus
 from scin.hdl.isa.dtype import DType
-from scin.hdl.isa.instruction_buffer import load_layout
 from scin.hdl.isa.isa import Isa
-from scin.hdl.isa.wave_controller import counters_layout
-from scin.hdl.packet import FabricParams, MsgClass, Opcode
+from scin.hdl.packet import MsgClass, Opcode
 from scin.sim import numerics
 from scin.sim.runner import verilog_for, run_cocotb
-from scin.tb.common import (tb_config, tb_rng, start, StreamSource, random_pauses, read_int,
-                            cocotb_module)
-from scin.tb.isa_model import EndpointModel, pack_descriptor
+from scin.sim.testbench.endpoint_model import EndpointModel
+from scin.sim.testbench.env import tb_config, tb_rng, start, cocotb_module
+from scin.sim.testbench.isa_program import load_program
+from scin.sim.testbench.streams import StreamSource, random_pauses
 
-SRC, DST, SSRC, SDST, FLAG = 0x0000, 0x10000, 0x20000, 0x21000, 0x22000
-MEM = 0x23000
-
-
-#: The watchdog of the ISA under test, in cycles: short, so the fault tests (tb/test_faults.py,
-#: which share this build) see it expire quickly, and still far above any healthy pause here
-#: (model latencies of 5-40 cycles with 20 % idle cycles and backpressure).
-TEST_TIMEOUT = 2048
-
-
-def isa_params(cfg):
-    # One configuration for every case, so each simulator builds the ISA once: 4 slots in 2 waves
-    # makes messages of more than 4 slots (16 KiB) exercise wave regulation and slot reuse.
-    return IsaParams(fabric=FabricParams(ports=4), capacity=16384, waves=2, timeout=TEST_TIMEOUT)
-
-
-def make_inputs(rng, dtype, n_parts, elements):
-    """Random inputs per participant: (list of raw byte strings, list of scale byte strings)."""
-    g = np.random.default_rng(rng.getrandbits(32))
-    if dtype == "int8":
-        x = (g.standard_normal((n_parts, elements)) * 3).astype(np.float16)
-        q, s = numerics.quantize_int8(x)
-        return q, s
-    if dtype == "fp16":
-        return (g.standard_normal((n_parts, elements)) * 100).astype(np.float16), None
-    x = (g.standard_normal((n_parts, elements)) * 1e3).astype(np.float32)
-    return (x.view(np.uint32) >> 16).astype(np.uint16), None
-
-
-def load_program(src, params, descs):
-    layout = load_layout(params)
-    dl = descriptor_layout()
-    for i, d in enumerate(descs):
-        word = pack_descriptor(layout, index=i, last=int(i == len(descs) - 1),
-                               desc=pack_descriptor(dl, **d))
-        src.send(word)
-
-
-def counters(dut):
-    value = read_int(dut.counters)
-    return {name: (value >> f.offset) & 0xFFFFFFFF for name, f in counters_layout()}
+from scin.tb.isa_setup import (SRC, DST, SSRC, SDST, FLAG, MEM, DATA_FLAGS, isa_params,
+                               make_inputs, flag_word, counters)
 
 
 async def wait_flags(dut, eps, generation, timeout=20_000):
@@ -110,15 +71,8 @@ async def allreduce_matches_golden_model(dut):
         cycles = await wait_flags(dut, [eps[i] for i in parts], generation)
         dut._log.info("generation %d: flags after %d cycles; counters %s", generation, cycles, counters(dut))
 
-        if dtype == "fp16":
-            want, _, status = numerics.allreduce_fp16(data)
-            want_bytes, want_scales = want.tobytes(), None
-        elif dtype == "bf16":
-            want, _, status = numerics.allreduce_bf16(data)
-            want_bytes, want_scales = want.tobytes(), None
-        else:
-            q, s, _, status = numerics.allreduce_int8(data, scales)
-            want_bytes, want_scales = q.tobytes(), s.tobytes()
+        golden = numerics.allreduce(dtype, data, scales)
+        want_bytes, want_scales = golden.out_bytes, golden.scale_bytes
         for i in parts:
             got = bytes(eps[i].mem[DST:DST + len(want_bytes)])
             if got != want_bytes:
@@ -131,8 +85,8 @@ async def allreduce_matches_golden_model(dut):
                 gots = bytes(eps[i].mem[SDST:SDST + len(want_scales)])
                 assert gots == want_scales, f"port {i}: output scales differ"
             flag = eps[i].flag(FLAG)
-            want_status = int(status) & 3
-            assert flag >> 16 == want_status, f"port {i}: flag {flag:#x}, want status {want_status}"
+            want_flag = flag_word(generation, golden.status & DATA_FLAGS)
+            assert flag == want_flag, f"port {i}: flag {flag:#x}, want {want_flag:#x}"
         for i in range(ports):
             if not mask >> i & 1:
                 assert eps[i].writes == 0, f"port {i} is not a participant but was written"
@@ -228,8 +182,7 @@ async def bad_input_then_good(dut):
         parts = [i for i in range(ports) if desc["participants"] >> i & 1]
         data = None
         if status == 0:
-            data, _ = make_inputs(rng, "bf16" if desc["dtype"] == DType.BF16 else "fp16", len(parts),
-                                  desc["elements"])
+            data, _ = make_inputs(rng, desc["dtype"].name.lower(), len(parts), desc["elements"])
             for j, i in enumerate(parts):
                 eps[i].mem[SRC:SRC + data[j].nbytes] = data[j].tobytes()
         if sync is not None:
@@ -237,17 +190,17 @@ async def bad_input_then_good(dut):
                 eps[i].arrive(sync)
         flagged = [eps[i] for i in parts]
         for cycle in range(20_000):
-            if all(ep.flag(desc["flag_addr"]) == (generation | int(status) << 16) for ep in flagged):
+            if all(ep.flag(desc["flag_addr"]) == flag_word(generation, status) for ep in flagged):
                 break
             await RisingEdge(dut.clk)
         else:
             raise AssertionError(f"descriptor {k}: flags {[hex(ep.flag(desc['flag_addr'])) for ep in flagged]}, "
                                  f"want generation {generation} status {int(status)}; {counters(dut)}")
         if data is not None:
-            want, _, _ = (numerics.allreduce_bf16 if desc["dtype"] == DType.BF16 else numerics.allreduce_fp16)(data)
+            want = numerics.allreduce(desc["dtype"], data).out_bytes
             for i in parts:
-                assert bytes(eps[i].mem[DST:DST + want.nbytes]) == want.tobytes(), f"descriptor {k} port {i}"
-        dut._log.info("descriptor %d: flags %s as expected", k, hex(generation | int(status) << 16))
+                assert bytes(eps[i].mem[DST:DST + len(want)]) == want, f"descriptor {k} port {i}"
+        dut._log.info("descriptor %d: flags %s as expected", k, hex(flag_word(generation, status)))
     for _ in range(1000):
         if counters(dut)["collectives"] == len(program):
             break
@@ -277,14 +230,14 @@ async def groups_do_not_wait_for_each_other(dut):
         data, _ = make_inputs(rng, "fp16", len(parts), desc["elements"])
         for j, i in enumerate(parts):
             eps[i].mem[desc["src_addr"]:desc["src_addr"] + data[j].nbytes] = data[j].tobytes()
-        return parts, numerics.allreduce_fp16(data)[0].tobytes()
+        return parts, numerics.allreduce("fp16", data).out_bytes
 
     async def run(desc, generation):
         parts, want = fill(desc)
         for i in parts:
             eps[i].arrive(desc["sync"])
         for cycle in range(20_000):
-            if all(eps[i].flag(desc["flag_addr"]) == generation for i in parts):
+            if all(eps[i].flag(desc["flag_addr"]) == flag_word(generation) for i in parts):
                 break
             await RisingEdge(dut.clk)
         else:
@@ -312,7 +265,7 @@ async def bad_arrivals_and_requests(dut):
     """An arrival at a sync resource that does not exist is answered DECERR and counted; a
     duplicate arrival neither completes the barrier early nor is lost from the count; a READ sent
     to the ISA (which serves none) is dropped and counted; a good All-Reduce then runs bit-exact."""
-    from scin.tb.traffic import make_packet
+    from scin.sim.testbench.traffic import make_packet
     from scin.hdl.packet import Status
     params, ports, rng, eps, loader = await start_isa(dut)
     desc = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ACKED, sync=0,
@@ -341,10 +294,10 @@ async def bad_arrivals_and_requests(dut):
     for i in (0, 2, 3):
         eps[i].arrive(0)
     await wait_flags(dut, eps, 1)
-    want = numerics.allreduce_fp16(data)[0].tobytes()
+    want = numerics.allreduce("fp16", data).out_bytes
     for i in range(ports):
         assert bytes(eps[i].mem[DST:DST + len(want)]) == want, f"port {i}"
-        assert eps[i].flag(FLAG) == 1, hex(eps[i].flag(FLAG))
+        assert eps[i].flag(FLAG) == flag_word(1), hex(eps[i].flag(FLAG))
 
 
 def test_isa_bad_arrivals_and_requests(sim):

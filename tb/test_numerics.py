@@ -606,11 +606,33 @@ def test_quantize_2d_and_empty():
     assert q.shape == (0,) and s.shape == (0,)
 
 
-def test_allreduce_dispatch():
+def test_allreduce_is_one_entry_for_every_dtype():
+    """``allreduce(dtype, ...)`` returns what the per-dtype function does, in one shape."""
+    from scin.hdl.isa.dtype import DType
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 130)).astype(np.float16)
+    bits = rng.integers(0, 1 << 16, size=(3, 130)).astype(np.uint16)
+    q, s = quantize_int8(x)
+    for dtype, args, ref in (("fp16", (x,), allreduce_fp16(x)), ("bf16", (bits,), allreduce_bf16(bits)),
+                             ("int8", (q, s), allreduce_int8(q, s))):
+        for name in (dtype, dtype.upper(), DType[dtype.upper()]):
+            got = allreduce(name, *args)
+            assert got.status == ref[-1] and np.array_equal(got.status_per, ref[-2])
+            assert np.array_equal(got.out, ref[0]) and got.out_bytes == ref[0].tobytes()
+            if dtype == "int8":
+                assert np.array_equal(got.scales, ref[1]) and got.scale_bytes == ref[1].tobytes()
+            else:
+                assert got.scales is None and got.scale_bytes is None
+
+
+def test_allreduce_refuses_a_wrong_dtype_or_scales():
     x = np.ones((2, 3), dtype=np.float16)
-    assert np.array_equal(allreduce("fp16", x)[0], allreduce_fp16(x)[0])
-    with pytest.raises(ValueError, match=r"mode must be one of \['bf16', 'fp16', 'int8'\], not 'fp32'"):
+    with pytest.raises(ValueError, match=r"^dtype must be one of fp16, bf16, int8, not 'fp32'$"):
         allreduce("fp32", x)
+    with pytest.raises(ValueError, match=r"^fp16 takes no scales$"):
+        allreduce("fp16", x, np.ones((2, 1), np.float16))
+    with pytest.raises(ValueError, match=r"^int8 needs the input block scales$"):
+        allreduce("int8", np.ones((2, 3), np.int8))
 
 
 # --------------------------------------------------------------------------- error messages

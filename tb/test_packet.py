@@ -86,5 +86,5 @@ def test_small_flit_configuration_fits():
 
 
 def test_pack_header_rejects_overflowing_field():
-    with pytest.raises(ValueError, match=r"header field dst = 16 does not fit in 4 bits"):
+    with pytest.raises(ValueError, match=r"^field dst = 16 does not fit in 4 bits$"):
         FabricParams().pack_header(dst=16)

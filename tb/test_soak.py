@@ -36,6 +36,8 @@ def test_soak_short(sim, count, max_size):
     assert summary["passed"], summary["failures"]
     assert sum(c["ok"] for c in summary["outcomes"].values()) == count
     assert summary["counters"]["collectives"] >= count
+    # The isolation check ran: some collective left an endpoint out, and its memory was looked at.
+    assert summary["isolation_checks"] > 0, summary
 
 
 def test_two_groups_of_four_on_eight_ports():
@@ -50,6 +52,8 @@ def test_two_groups_of_four_on_eight_ports():
     print(json.dumps({k: summary[k] for k in ("outcomes", "ordinary_writes", "cycles", "wall_seconds")}))
     assert summary["passed"], summary["failures"]
     assert sum(c["ok"] for c in summary["outcomes"].values()) == 16
+    # Each of the 16 collectives leaves the other group's four endpoints out.
+    assert summary["isolation_checks"] == 16 * 4, summary
 
 
 def test_plan_is_seeded_and_mixes_classes():
@@ -65,10 +69,11 @@ def test_plan_is_seeded_and_mixes_classes():
     assert [e["members"] for e in halves] == [[0, 1, 2, 3], [4, 5, 6, 7]] * 3
 
 
-def test_verify_catches_a_wrong_result_and_a_touched_non_participant():
-    """The checker itself can fail: corrupt one byte of a result, and write to a non-member."""
+def _perfect_run(expected):
+    """Memories and flags as a correct run of ``expected`` leaves them."""
     import numpy as np
-    plan, images, expected = make_plan(SoakConfig(count=3, seed=2, fault_rate=0, traffic_rate=0))
+    from scin.hdl.codec import pack
+    from scin.hdl.isa.descriptor import flag_layout
     mem = [np.zeros(4 << 20, np.uint8) for _ in range(4)]
     flags = {}
     for e in expected:
@@ -76,20 +81,34 @@ def test_verify_catches_a_wrong_result_and_a_touched_non_participant():
             mem[i][e["dst"]:e["dst"] + e["data_bytes"]] = np.frombuffer(e["want"], np.uint8)
             if e["want_scales"] is not None:
                 mem[i][e["sdst"]:e["sdst"] + e["scale_bytes"]] = np.frombuffer(e["want_scales"], np.uint8)
-            word = e["generation"] | e["want_status"] << 16
+            word = pack(flag_layout(), generation=e["generation"], status=e["want_status"])
             mem[i][e["flag"]:e["flag"] + 4] = np.frombuffer(word.to_bytes(4, "little"), np.uint8)
             flags.setdefault(str(e["k"]), {})[str(i)] = word
-    result = {"flags": flags}
-    assert verify(expected, plan, result, mem)["passed"]
+    return mem, {"flags": flags}
+
+
+def test_verify_catches_a_wrong_result_and_a_touched_non_participant():
+    """The checker itself can fail: corrupt one byte of a result, and write to a non-member's flag
+    and result buffer (the plan's seed is chosen so that a collective leaves an endpoint out)."""
+    plan, images, expected = make_plan(SoakConfig(count=3, seed=2, fault_rate=0, traffic_rate=0))
+    mem, result = _perfect_run(expected)
+    summary = verify(expected, plan, result, mem)
+    assert summary["passed"], summary["failures"]
     e = expected[0]
     mem[e["members"][0]][e["dst"]] ^= 1
     outcome = verify(expected, plan, result, mem)
     assert not outcome["passed"] and "differs from the golden model" in outcome["failures"][0]
     mem[e["members"][0]][e["dst"]] ^= 1
-    outsider = next(i for i in range(4) if i not in e["members"]) if len(e["members"]) < 4 else None
-    if outsider is not None:
-        mem[outsider][e["flag"]] = 1
-        assert "non-participant" in " ".join(verify(expected, plan, result, mem)["failures"])
+    partial = [e for e in expected if len(e["members"]) < 4]
+    assert partial, "the plan must have a collective with a non-participant (pick another seed)"
+    assert summary["isolation_checks"] == sum(4 - len(e["members"]) for e in expected) > 0
+    e = partial[0]
+    outsider = next(i for i in range(4) if i not in e["members"])
+    for where in (e["flag"], e["dst"]):
+        mem[outsider][where] = 1
+        failures = verify(expected, plan, result, mem)["failures"]
+        assert failures == [f"collective {e['k']} wrote to non-participant {outsider}"], failures
+        mem[outsider][where] = 0
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -14,9 +14,9 @@ from cocotb.triggers import ClockCycles
 from scin.hdl.harness import SwitchHarness
 from scin.hdl.packet import FabricParams, MsgClass, NUM_CLASSES
 from scin.sim.runner import verilog_for, run_cocotb
-from scin.tb.common import (start, tb_config, tb_rng, StreamSource, StreamSink, pause_generator,
-                            read_int, cocotb_module)
-from scin.tb.traffic import random_packet, split_packets, header_of
+from scin.sim.testbench.env import start, tb_config, tb_rng, read_int, cocotb_module
+from scin.sim.testbench.streams import StreamSource, StreamSink, pause_generator
+from scin.sim.testbench.traffic import random_packet, split_packets, header_of
 
 
 CREDITS, LATENCY, ISA_DEPTH = 16, 4, 16

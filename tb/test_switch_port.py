@@ -17,13 +17,15 @@ import cocotb
 import pytest
 from cocotb.triggers import RisingEdge, ClockCycles
 
+from scin.hdl.codec import unpack
 from scin.hdl.harness import PortHarness
 from scin.hdl.switch.filter import error_layout
 from scin.hdl.packet import FabricParams, MsgClass, Opcode, NUM_CLASSES
 from scin.sim.runner import verilog_for, run_cocotb
-from scin.tb.common import (start, tb_config, tb_rng, StreamSource, StreamSink, pause_generator,
-                            read_int, cocotb_module)
-from scin.tb.traffic import random_packet, split_packets, make_packet, header_of, CLASS_OPCODE
+from scin.sim.testbench.env import start, tb_config, tb_rng, read_int, cocotb_module
+from scin.sim.testbench.streams import StreamSource, StreamSink, pause_generator
+from scin.sim.testbench.traffic import (random_packet, split_packets, make_packet, header_of,
+                                        CLASS_OPCODE)
 
 
 #: Narrow flits keep builds and simulations fast; the port logic does not depend on the width.
@@ -56,7 +58,7 @@ def check_clean(dut):
 def errors(dut, handle=None):
     """The error counters, unpacked with the same layout the RTL uses."""
     value = read_int(dut.errors if handle is None else handle)
-    return {name: (value >> f.offset) & ((1 << f.width) - 1) for name, f in error_layout()}
+    return unpack(error_layout(), value)
 
 
 async def expect(sink, packets, timeout=100_000):

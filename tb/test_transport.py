@@ -20,9 +20,9 @@ from scin.hdl.packet import FabricParams, MsgClass, NUM_CLASSES
 from scin.hdl.transport import TRANSPORT_LATENCY, credits_for_full_rate
 from scin.hdl.transport.port import CREDIT_LOOP_OVERHEAD
 from scin.sim.runner import verilog_for, run_cocotb
-from scin.tb.common import (start, tb_config, tb_rng, StreamSource, StreamSink, pause_generator,
-                            read_int, cocotb_module)
-from scin.tb.traffic import random_packet, split_packets, make_packet, CLASS_OPCODE
+from scin.sim.testbench.env import start, tb_config, tb_rng, read_int, cocotb_module
+from scin.sim.testbench.streams import StreamSource, StreamSink, pause_generator
+from scin.sim.testbench.traffic import random_packet, split_packets, make_packet, CLASS_OPCODE
 
 
 #: Narrow flits keep the Verilator builds small; the transport logic does not depend on the width

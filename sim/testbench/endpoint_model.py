@@ -13,26 +13,15 @@ Faults are injected per request with :meth:`EndpointModel.on_read` / :meth:`Endp
 import cocotb
 from cocotb.triggers import RisingEdge
 
+from scin.hdl.codec import unpack
+from scin.hdl.isa.descriptor import flag_layout
 from scin.hdl.packet import MsgClass, Opcode, Status
-from scin.tb.common import StreamSource, StreamSink
-from scin.tb.traffic import make_packet, split_packets, header_of, flit
+
+from .streams import StreamSource, StreamSink
+from .traffic import make_packet, split_packets, header_of, flit, flit_data, is_last
 
 
-__all__ = ["EndpointModel", "pack_descriptor", "desc_fields"]
-
-
-def pack_descriptor(layout, **fields):
-    """Pack a descriptor (or any flat struct) given as field name -> int."""
-    value = 0
-    for name, field in layout:
-        v = int(getattr(fields.get(name, 0), "value", fields.get(name, 0)))
-        assert 0 <= v < (1 << field.width), f"{name}={v} does not fit {field.width} bits"
-        value |= v << field.offset
-    return value
-
-
-def desc_fields(layout, value):
-    return {name: (value >> f.offset) & ((1 << f.width) - 1) for name, f in layout}
+__all__ = ["EndpointModel"]
 
 
 class EndpointModel:
@@ -67,7 +56,12 @@ class EndpointModel:
         self.to_isa[MsgClass.REQ].send(*pkt)
 
     def flag(self, addr):
+        """The 32-bit flag word at ``addr`` (an integer of :func:`flag_layout`)."""
         return int.from_bytes(self.mem[addr:addr + 4], "little")
+
+    def flag_fields(self, addr):
+        """The flag word at ``addr`` as a dict (``generation``, ``status``, ``reserved``)."""
+        return unpack(flag_layout(), self.flag(addr))
 
     def on_read(self, match, **action):
         """Inject a fault into the next READ whose header (a dict) satisfies ``match``.
@@ -129,13 +123,13 @@ class EndpointModel:
         sink = self.from_isa[cls]
         start = self._seen[cls]          # index of the first flit not yet in a returned packet
         pkts = split_packets(self.params, sink.items[start:])
-        complete = [p for p in pkts if p[-1] >> self.params.flit_width & 1]
+        complete = [p for p in pkts if is_last(self.params, p[-1])]
         self._seen[cls] = start + sum(len(p) for p in complete)
         return complete
 
     def _payload(self, pkt, length):
-        fb, w = self.params.flit_bytes, self.params.flit_width
-        raw = b"".join((f & ((1 << w) - 1)).to_bytes(fb, "little") for f in pkt[1:])
+        fb = self.params.flit_bytes
+        raw = b"".join(flit_data(self.params, f).to_bytes(fb, "little") for f in pkt[1:])
         return raw[:length]
 
     async def _run(self):

@@ -1,15 +1,16 @@
-"""Packet-level helpers for the transport and switch testbenches: build packets as flit payloads,
-split received flits back into packets, and make seeded random traffic.
+"""Packet-level helpers for the testbenches and models: build packets as flit payloads, split
+received flits back into packets, and make seeded random traffic.
 
-A flit payload on a packet stream is an integer laid out as ``params.flit_layout``: ``data`` in the
-low ``flit_width`` bits, ``last`` just above.
+A flit payload on a packet stream is an integer laid out as ``params.flit_layout`` (``data``,
+then ``last``); it is packed and unpacked only through :mod:`scin.hdl.codec`.
 """
 
+from scin.hdl.codec import pack, unpack
 from scin.hdl.packet import Opcode, MsgClass, OPCODE_CLASS, PAYLOAD_OPCODES
 
 
-__all__ = ["flit", "make_packet", "split_packets", "header_of", "random_packet",
-           "INTERESTING_LENGTHS", "CLASS_OPCODE"]
+__all__ = ["flit", "flit_data", "is_last", "make_packet", "split_packets", "header_of",
+           "random_packet", "INTERESTING_LENGTHS", "CLASS_OPCODE"]
 
 #: A representative opcode per class.
 CLASS_OPCODE = {MsgClass.REQ: Opcode.READ, MsgClass.WRITE: Opcode.WRITE,
@@ -24,7 +25,18 @@ def INTERESTING_LENGTHS(params):
 
 
 def flit(params, data, last):
-    return (int(data) & ((1 << params.flit_width) - 1)) | (int(bool(last)) << params.flit_width)
+    """One flit payload: ``data`` (must fit in ``flit_width`` bits) and the ``last`` flag."""
+    return pack(params.flit_layout, data=data, last=int(bool(last)))
+
+
+def flit_data(params, item):
+    """The ``data`` field of a flit payload."""
+    return unpack(params.flit_layout, item)["data"]
+
+
+def is_last(params, item):
+    """Whether a flit payload ends its packet."""
+    return bool(unpack(params.flit_layout, item)["last"])
 
 
 def make_packet(params, *, opcode, length=0, payload_seed=0, msg_class=None, payload_flits=None,
@@ -57,7 +69,7 @@ def split_packets(params, items):
     packets, cur = [], []
     for item in items:
         cur.append(item)
-        if item >> params.flit_width & 1:
+        if is_last(params, item):
             packets.append(cur)
             cur = []
     if cur:
@@ -66,7 +78,9 @@ def split_packets(params, items):
 
 
 def header_of(params, packet):
-    return params.unpack_header(packet[0] & ((1 << params.flit_width) - 1))
+    """The header of a packet (a list of flit payloads) as a dict of integers. The header flit's
+    bits above the header must be zero (the codec refuses a wider value)."""
+    return unpack(params.header_layout, flit_data(params, packet[0]))
 
 
 def random_packet(params, rng, msg_class, *, lengths=None, **fields):

@@ -10,36 +10,30 @@ the start of each batch goes to ``progress.json``, so a hang names the collectiv
 """
 
 import json
-from pathlib import Path
 
 import cocotb
 from cocotb.triggers import ClockCycles
 from cocotb.utils import get_sim_time
 
+from scin.hdl.codec import pack, unpack
 from scin.hdl.endpoint.accelerator import AccOp, EventKind, command_layout, event_layout
-from scin.hdl.isa.descriptor import descriptor_layout
-from scin.hdl.isa.instruction_buffer import load_layout
-from scin.tb.common import tb_config, read_int, CLOCK_PERIOD_NS
-from scin.tb.isa_model import pack_descriptor, desc_fields
 
-from .allreduce import plan_params
-# Only these names: importing the module's test function here would run it in the soak too.
-from .allreduce_bench import counters, start_system
+from .env import CLOCK_PERIOD_NS
+from .isa_program import load_program
+from .system_env import start_system, counters, switch_errors
 
 STEP = 32
 
 
 @cocotb.test()
 async def soak(dut):
-    plan = tb_config()
-    sp = plan_params(plan)
+    run = await start_system(dut)
+    plan, sp, run_dir = run.plan, run.params, run.run_dir
+    cmds, events, isa_load = run.cmds, run.events, run.isa_load
     f = sp.fabric
     n = f.ports
-    run_dir = Path(plan["run_dir"])
-    cmds, events, isa_load = await start_system(dut, n)
 
     cl, el = command_layout(f), event_layout(f)
-    dl, ll = descriptor_layout(), load_layout(sp.isa)
     # Collective k's arrival and flag wait carry tag k mod tag_mask; ordinary writes carry the
     # all-ones tag, so their acknowledgements are told apart from the arrivals'.
     tag_mask = (1 << f.tag_width) - 1
@@ -53,7 +47,7 @@ async def soak(dut):
         """Move endpoint i's events into flags / write counts; return the FLAG tags seen."""
         seen = []
         while events[i].items:
-            ev = desc_fields(el, events[i].items.pop(0))
+            ev = unpack(el, events[i].items.pop(0))
             if ev["kind"] == EventKind.FLAG.value:
                 seen.append(ev["tag"])
                 flags.setdefault(ev["tag"], {})[i] = ev["value"]
@@ -69,15 +63,14 @@ async def soak(dut):
             stall = c["stalls"][str(i)]     # JSON keys are strings
             if stall:
                 await ClockCycles(dut.clk, stall)
-            cmds[i].send(pack_descriptor(cl, op=AccOp.ARRIVE, addr=desc["sync"], length=1,
-                                         tag=k % tag_mask))
+            cmds[i].send(pack(cl, op=AccOp.ARRIVE, addr=desc["sync"], length=1, tag=k % tag_mask))
             for t in c["traffic"]:
                 if t["src"] == i:
-                    cmds[i].send(pack_descriptor(cl, op=AccOp.WRITE_REMOTE, dst=t["dst"], addr=t["addr"],
-                                                 length=t["length"], seed=t["seed"], tag=TRAFFIC_TAG))
+                    cmds[i].send(pack(cl, op=AccOp.WRITE_REMOTE, dst=t["dst"], addr=t["addr"],
+                                      length=t["length"], seed=t["seed"], tag=TRAFFIC_TAG))
                     writes_sent[i] += 1
-            cmds[i].send(pack_descriptor(cl, op=AccOp.WAIT_FLAG, addr=desc["flag_addr"],
-                                         generation=c["generation"], tag=k % tag_mask))
+            cmds[i].send(pack(cl, op=AccOp.WAIT_FLAG, addr=desc["flag_addr"],
+                              generation=c["generation"], tag=k % tag_mask))
             waited = 0
             while i not in flags.get(k % tag_mask, {}):
                 await ClockCycles(dut.clk, STEP)
@@ -97,9 +90,7 @@ async def soak(dut):
         (run_dir / "progress.json").write_text(json.dumps({
             "batch": b, "collectives": [c["k"] for c in batch],
             "flags_seen": {str(k[1]): v for k, v in flags.items() if isinstance(k, tuple)}}))
-        for j, c in enumerate(batch):
-            isa_load.send(pack_descriptor(ll, index=j, last=int(j == len(batch) - 1),
-                                          desc=pack_descriptor(dl, **c["desc"])))
+        load_program(isa_load, sp.isa, [c["desc"] for c in batch])
         await isa_load.wait_idle()
         tasks = [cocotb.start_soon(endpoint(i, batch)) for i in range(n)]
         for t in tasks:
@@ -122,6 +113,6 @@ async def soak(dut):
         "flags": {str(k[1]): v for k, v in flags.items() if isinstance(k, tuple)},
         "cycles": int(get_sim_time("ns") // CLOCK_PERIOD_NS),
         "counters": counters(dut),
-        "switch_errors": [read_int(getattr(dut, f"errors__{i}")) for i in range(n)],
+        "switch_errors": switch_errors(dut, n),
         "writes": {"sent": writes_sent, "acknowledged": writes_done},
     }, indent=1))

@@ -1,55 +1,18 @@
-"""Shared cocotb helpers: clock and reset, seeded randomness, stream drivers and monitors.
+"""Stream drivers and monitors, and the pause generators that shape their traffic.
 
 Every stream testbench uses :class:`StreamSource` and :class:`StreamSink`, which take a *pause
 generator* (``idle`` on a source: cycles with ``valid`` low; ``backpressure`` on a sink: cycles with
-``ready`` low), so idle cycles and backpressure are injected the same way everywhere. Randomness
-comes from :func:`tb_rng`, which logs its seed so a failure can be replayed with ``SCIN_SEED=<seed>``.
+``ready`` low), so idle cycles and backpressure are injected the same way everywhere.
 """
 
-import json
-import os
-import random
-
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, Event, RisingEdge
-from cocotb.types import Logic
+from cocotb.triggers import Event, RisingEdge
+
+from .env import read_int
 
 
-__all__ = ["tb_config", "tb_rng", "start", "StreamSource", "StreamSink", "random_pauses",
-           "PAUSE_MODES", "pause_generator", "read_int"]
-
-CLOCK_PERIOD_NS = 4  # 250 MHz, the prototype's fabric clock
-
-
-def tb_config():
-    """The configuration the pytest runner passed in ``SCIN_TB_CONFIG`` (a dict)."""
-    return json.loads(os.environ.get("SCIN_TB_CONFIG", "{}"))
-
-
-def tb_rng(dut, salt=""):
-    """A :class:`random.Random` seeded from ``SCIN_SEED`` (or cocotb's random seed), logged."""
-    base = os.environ.get("SCIN_SEED") or os.environ.get("COCOTB_RANDOM_SEED") or "1"
-    seed = f"{base}:{salt}" if salt else base
-    dut._log.info("random seed %r (replay with SCIN_SEED=%s)", seed, base)
-    return random.Random(seed)
-
-
-async def start(dut, reset_cycles=4):
-    """Start the 250 MHz clock on ``clk`` and hold ``rst`` for ``reset_cycles`` cycles."""
-    cocotb.start_soon(Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start())
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, reset_cycles)
-    dut.rst.value = 0
-    await RisingEdge(dut.clk)
-
-
-def read_int(handle):
-    """The value of a signal as an unsigned integer; fails loudly on X or Z."""
-    value = handle.value
-    if not value.is_resolvable:
-        raise AssertionError(f"{handle._name} is {value} (X or Z)")
-    return int(value) if isinstance(value, Logic) else value.to_unsigned()
+__all__ = ["StreamSource", "StreamSink", "random_pauses", "bursty_pauses", "PAUSE_MODES",
+           "pause_generator"]
 
 
 def random_pauses(rng, probability):
@@ -85,7 +48,8 @@ class StreamSource:
     """Drives an Amaranth ``stream`` input port ``<prefix>__{valid,ready,payload}``.
 
     ``valid`` never depends on ``ready``, and ``payload`` holds while ``valid`` is high, as the
-    stream contract requires. Payloads are integers (pack a struct with the layout's field offsets).
+    stream contract requires. Payloads are integers (pack a struct with
+    :func:`scin.hdl.codec.pack`).
     """
 
     def __init__(self, dut, prefix, pauses=None):
@@ -198,9 +162,3 @@ class StreamSink:
         raise AssertionError(f"{self.name}: got {len(self.items)} of {count} items "
                              f"in {timeout_cycles} cycles")
 
-
-
-def cocotb_module(file):
-    """The importable name of a testbench file (``scin.tb.<stem>``), for ``run_cocotb``."""
-    from pathlib import Path
-    return f"scin.tb.{Path(file).stem}"

@@ -9,60 +9,34 @@ All-Reduce itself runs in HDL, and Python looks at it every few dozen cycles.
 """
 
 import json
-from pathlib import Path
 
 import cocotb
 from cocotb.triggers import ClockCycles
 
+from scin.hdl.codec import pack, unpack
 from scin.hdl.endpoint.accelerator import AccOp, EventKind, command_layout, event_layout
-from scin.hdl.isa.descriptor import descriptor_layout
-from scin.hdl.isa.instruction_buffer import load_layout
-from scin.hdl.isa.wave_controller import counters_layout
-from scin.tb.common import tb_config, start, StreamSource, StreamSink, read_int
-from scin.tb.isa_model import pack_descriptor, desc_fields
 
-from .allreduce import plan_params, traffic_seed
-
-
-def counters(dut):
-    value = read_int(dut.counters)
-    return {name: (value >> f.offset) & 0xFFFFFFFF for name, f in counters_layout()}
-
-
-async def start_system(dut, n):
-    """Start the system with the memory backdoor idle; return (commands, events, ISA load).
-
-    The memories are loaded and dumped through files (see hdl/endpoint/sim_ram.v); the stream
-    backdoor stays idle (driven, so Icarus does not see Z on it)."""
-    for i in range(n):
-        getattr(dut, f"load__{i}__valid").value = 0
-        getattr(dut, f"dump_req__{i}__valid").value = 0
-        getattr(dut, f"dump_data__{i}__ready").value = 0
-    cmds = [StreamSource(dut, f"cmd__{i}") for i in range(n)]
-    events = [StreamSink(dut, f"events__{i}") for i in range(n)]
-    isa_load = StreamSource(dut, "isa_load")
-    await start(dut)
-    return cmds, events, isa_load
+from ..allreduce import traffic_seed
+from .env import read_int
+from .isa_program import load_program
+from .system_env import start_system, counters, switch_errors
 
 
 @cocotb.test()
 async def allreduce(dut):
-    plan = tb_config()
-    sp = plan_params(plan)
+    run = await start_system(dut)
+    plan, sp, run_dir = run.plan, run.params, run.run_dir
+    cmds, events, isa_load = run.cmds, run.events, run.isa_load
     f = sp.fabric
     n = f.ports
-    run_dir = Path(plan["run_dir"])
-    cmds, events, isa_load = await start_system(dut, n)
 
     # The program: one descriptor, replayed `replays` times.
-    dl = descriptor_layout()
-    ll = load_layout(sp.isa)
-    isa_load.send(pack_descriptor(ll, index=0, last=1, desc=pack_descriptor(dl, **plan["descriptor"])))
+    load_program(isa_load, sp.isa, [plan["descriptor"]])
     await isa_load.wait_idle()
 
     records = []
     if plan.get("trace"):
-        from .trace import trace_packets
+        from ..trace import trace_packets
         cocotb.start_soon(trace_packets(dut, n, records))
 
     cl = command_layout(f)
@@ -78,16 +52,16 @@ async def allreduce(dut):
         # between its arrival and its wait, so they race the collective on every link (the latency
         # measured then includes that contention).
         for i in parts:
-            cmds[i].send(pack_descriptor(cl, op=AccOp.ARRIVE, addr=desc["sync"], length=1, tag=generation))
+            cmds[i].send(pack(cl, op=AccOp.ARRIVE, addr=desc["sync"], length=1, tag=generation))
         if plan["traffic"] and generation == 1:
             for i in range(n):
                 for k in range(plan["traffic_bytes"] // 4096):
-                    cmds[i].send(pack_descriptor(cl, op=AccOp.WRITE_REMOTE, dst=(i + 1) % n,
-                                                 addr=plan["scratch_addr"] + 4096 * k, length=4096,
-                                                 seed=traffic_seed(i, k), tag=0x100 + k))
+                    cmds[i].send(pack(cl, op=AccOp.WRITE_REMOTE, dst=(i + 1) % n,
+                                      addr=plan["scratch_addr"] + 4096 * k, length=4096,
+                                      seed=traffic_seed(i, k), tag=0x100 + k))
         for i in parts:
-            cmds[i].send(pack_descriptor(cl, op=AccOp.WAIT_FLAG, addr=desc["flag_addr"],
-                                         generation=generation))
+            cmds[i].send(pack(cl, op=AccOp.WAIT_FLAG, addr=desc["flag_addr"],
+                              generation=generation))
         flags = {}
         sent = {}
         budget = plan["timeout_cycles"]
@@ -97,7 +71,7 @@ async def allreduce(dut):
             await ClockCycles(dut.clk, step)
             for i in parts:
                 while events[i].items:
-                    ev = desc_fields(el, events[i].items.pop(0))
+                    ev = unpack(el, events[i].items.pop(0))
                     if ev["kind"] == EventKind.SENT.value and ev["tag"] == generation:
                         sent[i] = ev["cycle"]   # the arrival write left the endpoint
                     elif ev["kind"] == EventKind.FLAG.value:
@@ -124,7 +98,7 @@ async def allreduce(dut):
 
     (run_dir / "timing.json").write_text(json.dumps({
         "replays": timings, "counters": counters(dut),
-        "switch_errors": [read_int(getattr(dut, f"errors__{i}")) for i in range(n)],
+        "switch_errors": switch_errors(dut, n),
         "rejected": [read_int(getattr(dut, f"rejected__{i}")) for i in range(n)],
         "trace": records,
     }, indent=1))

@@ -1,0 +1,61 @@
+"""The simulation environment of every cocotb test: clock and reset, the configuration the runner
+passed, seeded randomness, reading a signal as an integer, and a test module's importable name.
+
+Randomness comes from :func:`tb_rng`, which logs its seed so a failure can be replayed with
+``SCIN_SEED=<seed>``.
+"""
+
+import json
+import os
+import random
+from pathlib import Path
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.types import Logic
+
+
+__all__ = ["CLOCK_PERIOD_NS", "tb_config", "tb_rng", "start", "read_int", "cocotb_module"]
+
+CLOCK_PERIOD_NS = 4  # 250 MHz, the prototype's fabric clock
+
+#: The folder holding hdl/, sim/, tb/, ...: each is a subpackage of ``scin`` (pyproject.toml).
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def tb_config():
+    """The configuration the pytest runner passed in ``SCIN_TB_CONFIG`` (a dict)."""
+    return json.loads(os.environ.get("SCIN_TB_CONFIG", "{}"))
+
+
+def tb_rng(dut, salt=""):
+    """A :class:`random.Random` seeded from ``SCIN_SEED`` (or cocotb's random seed), logged."""
+    base = os.environ.get("SCIN_SEED") or os.environ.get("COCOTB_RANDOM_SEED") or "1"
+    seed = f"{base}:{salt}" if salt else base
+    dut._log.info("random seed %r (replay with SCIN_SEED=%s)", seed, base)
+    return random.Random(seed)
+
+
+async def start(dut, reset_cycles=4):
+    """Start the 250 MHz clock on ``clk`` and hold ``rst`` for ``reset_cycles`` cycles."""
+    cocotb.start_soon(Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start())
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, reset_cycles)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
+
+
+def read_int(handle):
+    """The value of a signal as an unsigned integer; fails loudly on X or Z."""
+    value = handle.value
+    if not value.is_resolvable:
+        raise AssertionError(f"{handle._name} is {value} (X or Z)")
+    return int(value) if isinstance(value, Logic) else value.to_unsigned()
+
+
+def cocotb_module(file):
+    """The importable name of a module file of the package (``scin.tb.test_isa`` for
+    ``tb/test_isa.py``), for ``run_cocotb``: pytest may import a test file under another name."""
+    parts = Path(file).resolve().relative_to(_PACKAGE_ROOT).with_suffix("").parts
+    return ".".join(("scin", *parts))
