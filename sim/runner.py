@@ -155,7 +155,7 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
     """Build (cached) and run the cocotb tests in ``test_module`` against ``top``.
 
     ``config`` (JSON-serialisable) reaches the testbench as the ``SCIN_TB_CONFIG`` environment
-    variable; read it with :func:`scin.tb.common.tb_config`. With ``quiet`` the simulator's log goes
+    variable; read it with :func:`scin.sim.testbench.env.tb_config`. With ``quiet`` the simulator's log goes
     to ``sim.log`` in the test directory instead of standard output. ``plusargs`` go to the
     simulator (e.g. the file backdoor of ``scin_sim_ram``). Returns the path of the results file.
 

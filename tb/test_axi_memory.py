@@ -35,8 +35,8 @@ from scin.hdl.packet import FabricParams
 from scin.hdl.endpoint.axi import AxiParams, Burst, Resp
 from scin.hdl.endpoint.bridge import bridge_axi_params
 from scin.sim.runner import run_cocotb, verilog_for
-from scin.tb.common import (StreamSink, StreamSource, cocotb_module, pause_generator, start,
-                            tb_config, tb_rng)
+from scin.sim.testbench.env import cocotb_module, start, tb_config, tb_rng
+from scin.sim.testbench.streams import StreamSink, StreamSource, pause_generator
 
 
 MEM_SIZE = 1 << 16

@@ -24,7 +24,7 @@ from scin.hdl.codec import pack, unpack
 from scin.hdl.isa.descriptor import IsaParams, Op, FlagMode, FlagStatus, flag_layout
 from scin.hdl.isa.dtype import DType
 from scin.hdl.isa.isa import Isa
-from scin.hdl.isa.wave_table import TAG_DATA, read_tag
+from scin.hdl.isa import ReadKind, read_tag
 from scin.hdl.packet import FabricParams, MsgClass, Status
 from scin.sim import numerics
 from scin.sim.runner import verilog_for, run_cocotb
@@ -230,7 +230,7 @@ async def duplicates_and_unknown_tags(dut):
     def stray(eps):
         # A read response for slot 1 (data) whose issue number is one nobody used yet, and a
         # write response whose tag is far from any write sent.
-        eps[3].send_stray(MsgClass.RDATA, read_tag(params, slot=1, kind=TAG_DATA,
+        eps[3].send_stray(MsgClass.RDATA, read_tag(params, slot=1, kind=ReadKind.DATA,
                                                    seq=(1 << params.read_seq_bits) - 1))
         eps[0].send_stray(MsgClass.WRESP, (1 << params.fabric.tag_width) - 1)
 
