@@ -7,7 +7,7 @@ resources, 64-flit queues. It is the same code as the full design, only paramete
 ports, not four, because the open place and route of the 4-port design takes about half an hour on
 a 2-core machine (docs/BOARDS.md).
 
-What the build contains (:class:`Ulx3sSwitchTop`): :class:`~scin.boards.logic.SwitchIsa` (switch
+What the build contains (:class:`Ulx3sSwitchTop`): :class:`~scin.hdl.scin_switch.ScinSwitch` (switch
 ports, switch core, ISA) inside a :class:`~scin.boards.logic.ScanHarness`: its link ends, its
 descriptor port and all its counters go to three pins (scan-in, shift, signature-out) instead of
 transceivers, which an ECP5 does not have at this rate. The core clock comes from the board's
@@ -23,7 +23,9 @@ from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
 from ..hdl.isa.descriptor import IsaParams
 from ..hdl.packet import FabricParams
-from .logic import SwitchIsa, ScanHarness
+from ..hdl.params import check_int
+from ..hdl.scin_switch import ScinSwitch
+from .logic import ScanHarness
 
 
 __all__ = ["REDUCED_PORTS", "reduced_isa", "REDUCED_CREDITS", "REDUCED_ISA_DEPTH",
@@ -103,7 +105,7 @@ def ecp5_pll_params(fin_mhz, fout_mhz):
 
 
 class Ulx3sSwitchTop(Elaboratable):
-    """Top level of the ECP5 build: PLL, reset, :class:`ScanHarness` around :class:`SwitchIsa`.
+    """Top level of the ECP5 build: PLL, reset, :class:`ScanHarness` around :class:`~scin.hdl.scin_switch.ScinSwitch`.
 
     Pins: ``clk25`` (board oscillator), ``scan_sin``, ``scan_shift``, ``scan_sout``; ``led[0]``
     shows PLL lock, ``led[1]`` the signature bit.
@@ -115,17 +117,16 @@ class Ulx3sSwitchTop(Elaboratable):
     ports : int
         Switch ports (2 to 8) of the reduced configuration (:func:`reduced_isa`).
     credits, isa_depth : int
-        As for :class:`SwitchIsa`.
+        As for :class:`~scin.hdl.scin_switch.ScinSwitch`.
     """
 
     def __init__(self, *, clock_mhz=DEFAULT_CLOCK_MHZ, ports=REDUCED_PORTS, credits=REDUCED_CREDITS,
                  isa_depth=REDUCED_ISA_DEPTH):
-        if not isinstance(ports, int) or isinstance(ports, bool) or not 2 <= ports <= 8:
-            raise ValueError(f"ports must be an integer between 2 and 8, not {ports!r}")
+        check_int("ports", ports, 2, 8)
         self.pll = ecp5_pll_params(25.0, clock_mhz)
         self.clock_mhz = self.pll["fout_mhz"]
         self.isa_params = reduced_isa(ports)
-        self.logic = SwitchIsa(self.isa_params, credits=credits, isa_depth=isa_depth)
+        self.logic = ScinSwitch(self.isa_params, credits=credits, isa_depth=isa_depth)
         self.harness = ScanHarness(self.logic)
 
     def elaborate(self, platform):
@@ -173,7 +174,7 @@ class Ulx3sSwitchTop(Elaboratable):
     def describe(self):
         """One line: what this build contains."""
         f = self.isa_params.fabric
-        return (f"SwitchIsa: {f.ports}-port switch (queues {self.logic.credits} flits) + ISA "
+        return (f"ScinSwitch: {f.ports}-port switch (queues {self.logic.credits} flits) + ISA "
                 f"({f.flit_width}-bit flits, {self.isa_params.capacity // 1024} KiB wave table per "
                 f"participant in {self.isa_params.waves} waves, {self.isa_params.descriptors} "
                 f"descriptors); {self.harness.chain_length}-bit scan chain in, "

@@ -1,8 +1,8 @@
-"""The project's logic as the two FPGA roles hold it, plus the synthesis harness of the open build.
+"""Board-specific logic around the project's blocks, plus the synthesis harness of the open build.
 
-* :class:`SwitchIsa`: what the switch FPGA holds: the N-port :class:`~scin.hdl.switch.Switch` and
-  the :class:`~scin.hdl.isa.isa.Isa`, wired exactly as in :class:`~scin.hdl.system.System`, with
-  each port's link end, the ISA's descriptor port and every counter on the outside.
+The switch FPGA holds :class:`~scin.hdl.scin_switch.ScinSwitch` (switch ports, switch core, ISA)
+as it is; the boards instantiate it directly.
+
 * :class:`EndpointLogic`: what an endpoint FPGA holds besides its memory and PHY: a
   :class:`~scin.hdl.transport.TransportPort`, the :class:`~scin.hdl.endpoint.AxiBridge` (AXI4
   manager towards the memory) and the :class:`~scin.hdl.endpoint.accelerator.Accelerator`
@@ -16,110 +16,17 @@ from amaranth.hdl import Module, Signal, Cat, Const, Value, ValueCastable
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..hdl.catalog import DEFAULT_CREDITS, DEFAULT_ISA_DEPTH
+from ..hdl.catalog import DEFAULT_CREDITS
 from ..hdl.endpoint.accelerator import Accelerator, command_layout, event_layout
 from ..hdl.endpoint.axi import axi_signature, poll_signature
 from ..hdl.endpoint.bridge import AxiBridge
-from ..hdl.isa.descriptor import IsaParams
-from ..hdl.isa.instruction_buffer import load_layout
-from ..hdl.isa.isa import Isa
-from ..hdl.isa.wave_controller import counters_layout
-from ..hdl.packet import FabricParams, MsgClass, NUM_CLASSES
-from ..hdl.switch import Switch
-from ..hdl.switch.filter import error_layout
+from ..hdl.packet import FabricParams, MsgClass
+from ..hdl.params import check_int, check_type
 from ..hdl.transport import TransportPort
-from ..hdl.transport.signature import link_end_signature
+from ..hdl.transport.signature import check_credits, link_end_signature
 
 
-__all__ = ["SwitchIsa", "EndpointLogic", "ScanHarness", "port_values"]
-
-
-def _check_int(name, value, lo, hi=None):
-    if not isinstance(value, int) or isinstance(value, bool) or value < lo or (hi is not None and value > hi):
-        rng = f">= {lo}" if hi is None else f"between {lo} and {hi}"
-        raise ValueError(f"{name} must be an integer {rng}, not {value!r}")
-    return value
-
-
-class SwitchIsa(wiring.Component):
-    """The switch FPGA's logic: switch ports, switch core and ISA (paper Fig. 4).
-
-    Parameters
-    ----------
-    isa : IsaParams
-        The ISA; ``isa.fabric`` sets the flit width and the port count.
-    credits : int
-        Per-class receive-queue depth of every switch port (the peers must start with as many
-        credits).
-    isa_depth : int
-        Depth of every ISA RX and TX queue, in flits.
-
-    Members (``N = isa.fabric.ports``)
-    -------
-    link : Out(link_end_signature).array(N)
-        Port ``p``'s link end, towards endpoint ``p`` (through the board's link PHY).
-    load : In(stream.Signature(load_layout))
-        Descriptor loading into the ISA's instruction buffer.
-    counters : Out(counters_layout)
-        The ISA's performance and error counters.
-    errors : Out(error_layout).array(N)
-        Each switch port's dropped-packet counters.
-    overflow, credit_error : Out(N)
-        Sticky transport error flags, one bit per port.
-    """
-
-    def __init__(self, isa=None, *, credits=DEFAULT_CREDITS, isa_depth=DEFAULT_ISA_DEPTH):
-        isa = IsaParams() if isa is None else isa
-        if not isinstance(isa, IsaParams):
-            raise TypeError(f"isa must be an IsaParams, not {isa!r}")
-        self._isa_params = isa
-        self._credits = _check_int("credits", credits, 2)
-        self._isa_depth = _check_int("isa_depth", isa_depth, 2)
-        f = isa.fabric
-        n = f.ports
-        super().__init__({
-            "link":         Out(link_end_signature(f)).array(n),
-            "load":         In(stream.Signature(load_layout(isa))),
-            "counters":     Out(counters_layout()),
-            "errors":       Out(error_layout()).array(n),
-            "overflow":     Out(n),
-            "credit_error": Out(n),
-        })
-
-    @property
-    def isa_params(self):
-        return self._isa_params
-
-    @property
-    def fabric(self):
-        return self._isa_params.fabric
-
-    @property
-    def credits(self):
-        return self._credits
-
-    @property
-    def isa_depth(self):
-        return self._isa_depth
-
-    def elaborate(self, platform):
-        m = Module()
-        f = self.fabric
-        m.submodules.switch = switch = Switch(f, credits=self._credits, isa_depth=self._isa_depth)
-        m.submodules.isa = isa = Isa(self._isa_params)
-        connect(m, flipped(self.load), isa.load)
-        m.d.comb += [
-            self.counters.eq(isa.counters),
-            self.overflow.eq(switch.overflow),
-            self.credit_error.eq(switch.credit_error),
-        ]
-        for p in range(f.ports):
-            for c in range(NUM_CLASSES):
-                connect(m, switch.isa_rx[p][c], isa.rx[p][c])
-                connect(m, isa.tx[p][c], switch.isa_tx[p][c])
-            connect(m, switch.link[p], flipped(self.link[p]))
-            m.d.comb += self.errors[p].eq(switch.errors[p])
-        return m
+__all__ = ["EndpointLogic", "ScanHarness", "port_values"]
 
 
 class EndpointLogic(wiring.Component):
@@ -157,12 +64,10 @@ class EndpointLogic(wiring.Component):
 
     def __init__(self, params=None, *, port=0, credits=DEFAULT_CREDITS, outstanding=16,
                  poll_addr_width=16):
-        params = FabricParams() if params is None else params
-        if not isinstance(params, FabricParams):
-            raise TypeError(f"params must be a FabricParams, not {params!r}")
+        params = check_type("params", FabricParams() if params is None else params, FabricParams)
         self._params = params
-        self._port = _check_int("port", port, 0, params.ports - 1)
-        self._credits = _check_int("credits", credits, 2)
+        self._port = check_int("port", port, 0, params.ports - 1)
+        self._credits = check_credits(credits)
         self.bridge = AxiBridge(params, port=port, outstanding=outstanding)
         self.accelerator = Accelerator(params, port=port, poll_addr_width=poll_addr_width)
         super().__init__({
@@ -254,10 +159,8 @@ class ScanHarness(wiring.Component):
     """
 
     def __init__(self, dut, *, width=32):
-        if not isinstance(dut, wiring.Component):
-            raise TypeError(f"dut must be a wiring.Component, not {dut!r}")
-        self._dut = dut
-        self._width = _check_int("width", width, 8, 64)
+        self._dut = check_type("dut", dut, wiring.Component)
+        self._width = check_int("width", width, 8, 64)
         self._inputs, self._outputs = port_values(dut)
         if not self._outputs:
             raise ValueError("dut has no outputs: a harness would observe nothing")

@@ -2,7 +2,7 @@
 
 * :class:`SwitchBoardPlatform` + :class:`SwitchBoardTop`: the switch FPGA. Four 4-lane transceiver
   links (one per endpoint) through :func:`~scin.boards.blackbox.link_phy` black boxes, the switch
-  with its ISA (:class:`~scin.boards.logic.SwitchIsa`, the paper's configuration: 256-bit flits,
+  with its ISA (:class:`~scin.hdl.scin_switch.ScinSwitch`, the paper's configuration: 256-bit flits,
   4 ports, 32 KiB wave tables in 8 waves), and a control port for descriptor loading and counters.
 * :class:`EndpointBoardPlatform` + :class:`EndpointBoardTop`: one endpoint FPGA. One 4-lane link,
   the transport port, the AXI bridge and the accelerator stand-in
@@ -31,7 +31,9 @@ from ..hdl.catalog import DEFAULT_CREDITS, DEFAULT_ISA_DEPTH
 from ..hdl.isa.descriptor import IsaParams
 from ..hdl.packet import FabricParams
 from . import blackbox
-from .logic import SwitchIsa, EndpointLogic
+from ..hdl.params import check_type
+from ..hdl.scin_switch import ScinSwitch
+from .logic import EndpointLogic
 
 
 __all__ = ["XCVU13PPlatform", "SwitchBoardPlatform", "EndpointBoardPlatform",
@@ -184,7 +186,7 @@ class _BoardTop(Elaboratable):
 class SwitchBoardTop(_BoardTop):
     """Top level of the switch FPGA.
 
-    Contents: :class:`SwitchIsa` (``logic``), four ``scin_link_phy`` black boxes (``phy0``-``phy3``,
+    Contents: :class:`~scin.hdl.scin_switch.ScinSwitch` (``logic``), four ``scin_link_phy`` black boxes (``phy0``-``phy3``,
     link ``p`` = switch port ``p`` = ``gt_link`` ``p``), one ``scin_switch_ctrl`` black box
     (``ctrl``). LEDs 0-3: link ``p`` channel up; LED 4: any link error or transport error; LED 5:
     fabric out of reset.
@@ -198,13 +200,11 @@ class SwitchBoardTop(_BoardTop):
     """
 
     def __init__(self, isa=None, *, credits=DEFAULT_CREDITS, isa_depth=DEFAULT_ISA_DEPTH):
-        isa = IsaParams() if isa is None else isa
-        if not isinstance(isa, IsaParams):
-            raise TypeError(f"isa must be an IsaParams, not {isa!r}")
+        isa = check_type("isa", IsaParams() if isa is None else isa, IsaParams)
         if isa.fabric.ports != 4:
             raise ValueError(f"the switch board has 4 transceiver links, so the fabric must have "
                              f"4 ports, not {isa.fabric.ports}")
-        self.logic = SwitchIsa(isa, credits=credits, isa_depth=isa_depth)
+        self.logic = ScinSwitch(isa, credits=credits, isa_depth=isa_depth)
         f = isa.fabric
         self.phy = blackbox.link_phy(f.flit_width, GT_LANES)
         counters_width = len(Value.cast(self.logic.counters))
@@ -257,9 +257,7 @@ class EndpointBoardTop(_BoardTop):
     """
 
     def __init__(self, params=None, *, port=0, credits=DEFAULT_CREDITS):
-        params = FabricParams() if params is None else params
-        if not isinstance(params, FabricParams):
-            raise TypeError(f"params must be a FabricParams, not {params!r}")
+        params = check_type("params", FabricParams() if params is None else params, FabricParams)
         lg = params.flit_bytes.bit_length() - 1
         self.logic = EndpointLogic(params, port=port, credits=credits,
                                    poll_addr_width=params.addr_width - lg)

@@ -42,6 +42,9 @@ BLOCKS = {
     "isa": (lambda p: _isa(p),
             "In-Switch Accelerator: instruction buffer, barrier manager, wave controller, wave "
             "tables (block RAM), datapath, multicast write-back"),
+    "scin_switch": (lambda p: _scin_switch(p),
+                    "the paper's switch (Fig. 4): switch ports + core + ISA, link ends, descriptor "
+                    "port and counters outside (what the switch FPGA holds)"),
     "axi_memory": (lambda p: _endpoint_block(p, "memory"),
                    "AXI4 slave memory model, 64 KiB, 40-cycle read latency (simulation model)"),
     "axi_bridge": (lambda p: _endpoint_block(p, "bridge"),
@@ -63,6 +66,12 @@ def _isa(params):
     from .isa.descriptor import IsaParams
     from .isa.isa import Isa
     return Isa(IsaParams(fabric=params))
+
+
+def _scin_switch(params):
+    from .isa.descriptor import IsaParams
+    from .scin_switch import ScinSwitch
+    return ScinSwitch(IsaParams(fabric=params), credits=DEFAULT_CREDITS, isa_depth=DEFAULT_ISA_DEPTH)
 
 
 def _endpoint_block(params, which):

@@ -101,20 +101,13 @@ class FabricParams:
     max_payload: int = 4096
 
     def __post_init__(self):
-        def check_int(name, lo, hi=None):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise TypeError(f"{name} must be an integer, not {value!r}")
-            if value < lo or (hi is not None and value > hi):
-                rng = f">= {lo}" if hi is None else f"between {lo} and {hi}"
-                raise ValueError(f"{name} must be {rng}, not {value!r}")
-        if self.flit_width not in (64, 128, 256, 512):
-            raise ValueError(f"flit_width must be 64, 128, 256 or 512, not {self.flit_width!r}")
-        check_int("port_bits", 1, 8)
-        check_int("ports", 2, 1 << self.port_bits)
-        check_int("addr_width", 16, 64)
-        check_int("tag_width", 1, 32)
-        check_int("max_payload", self.flit_bytes, 1 << 16)
+        from .params import check_choice, check_int
+        check_choice("flit_width", self.flit_width, (64, 128, 256, 512))
+        check_int("port_bits", self.port_bits, 1, 8)
+        check_int("ports", self.ports, 2, 1 << self.port_bits)
+        check_int("addr_width", self.addr_width, 16, 64)
+        check_int("tag_width", self.tag_width, 1, 32)
+        check_int("max_payload", self.max_payload, self.flit_bytes, 1 << 16)
         if self.max_payload % self.flit_bytes:
             raise ValueError(f"max_payload must be a multiple of the flit size ({self.flit_bytes} bytes), "
                              f"not {self.max_payload!r}")

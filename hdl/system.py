@@ -7,20 +7,22 @@ full-duplex credit link.
 
 from dataclasses import dataclass, field
 
-from amaranth.hdl import Module, Cat
+from amaranth.hdl import Module
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from .endpoint import Endpoint
 from .endpoint.accelerator import command_layout, event_layout
+from .endpoint.memory import MIN_LATENCY
 from .isa.descriptor import IsaParams
 from .isa.instruction_buffer import load_layout
-from .isa.isa import Isa
 from .isa.wave_controller import counters_layout
 from .packet import NUM_CLASSES
-from .switch import Switch
+from .params import check_int, check_power_of_two, check_type
+from .scin_switch import ScinSwitch
 from .switch.filter import error_layout
 from .transport import Link, TransportPort, TRANSPORT_LATENCY
+from .transport.signature import check_credits
 
 
 __all__ = ["SystemParams", "System"]
@@ -60,17 +62,18 @@ class SystemParams:
     credits:         int = 256
 
     def __post_init__(self):
-        if not isinstance(self.isa, IsaParams):
-            raise TypeError(f"isa must be an IsaParams, not {self.isa!r}")
-        if not isinstance(self.one_way_latency, int) or self.one_way_latency <= TRANSPORT_LATENCY:
-            raise ValueError(f"one_way_latency must be an integer above the transport's own "
-                             f"{TRANSPORT_LATENCY} cycles, not {self.one_way_latency!r}")
+        check_type("isa", self.isa, IsaParams)
+        # The link model needs a delay of at least one cycle beyond the transport RTL's own.
+        check_int("one_way_latency", self.one_way_latency, TRANSPORT_LATENCY + 1)
+        check_int("mem_latency", self.mem_latency, MIN_LATENCY, 4096)
+        check_power_of_two("mem_size", self.mem_size, 4096)
         if not isinstance(self.mem_sizes, tuple) or self.mem_sizes and len(self.mem_sizes) != self.fabric.ports:
             raise ValueError(f"mem_sizes must be empty or a tuple of {self.fabric.ports} sizes, one per "
                              f"endpoint, not {self.mem_sizes!r}")
-        for size in (self.mem_size, *self.mem_sizes):
-            if not isinstance(size, int) or size < 4096 or size & (size - 1):
-                raise ValueError(f"mem_size must be a power of two of at least 4096 bytes, not {size!r}")
+        for i, size in enumerate(self.mem_sizes):
+            check_power_of_two(f"mem_sizes[{i}]", size, 4096)
+        check_type("reorder", self.reorder, bool)
+        check_credits(self.credits)
 
     @property
     def fabric(self):
@@ -87,7 +90,10 @@ class SystemParams:
 
 
 class System(wiring.Component):
-    """Switch + ISA + N endpoints + N links.
+    """Switch (:class:`~scin.hdl.scin_switch.ScinSwitch`: switch ports, core, ISA) + N endpoints +
+    N links.
+
+    Hierarchy: ``switch`` (its ``switch`` and ``isa``), ``ep{i}``, ``transport{i}``, ``link{i}``.
 
     Members (``N = ports``; arrays are indexed by endpoint)
     -------
@@ -106,9 +112,7 @@ class System(wiring.Component):
     """
 
     def __init__(self, params=None):
-        params = SystemParams() if params is None else params
-        if not isinstance(params, SystemParams):
-            raise TypeError(f"params must be a SystemParams, not {params!r}")
+        params = check_type("params", SystemParams() if params is None else params, SystemParams)
         self._params = params
         f = params.fabric
         n = f.ports
@@ -142,14 +146,10 @@ class System(wiring.Component):
         p = self._params
         f = p.fabric
         n = f.ports
-        m.submodules.switch = switch = Switch(f, credits=p.credits)
-        m.submodules.isa = isa = Isa(p.isa)
-        connect(m, flipped(self.isa_load), isa.load)
-        m.d.comb += self.counters.eq(isa.counters)
+        m.submodules.switch = switch = ScinSwitch(p.isa, credits=p.credits)
+        connect(m, flipped(self.isa_load), switch.load)
+        m.d.comb += self.counters.eq(switch.counters)
         for i in range(n):
-            for c in range(NUM_CLASSES):
-                connect(m, switch.isa_rx[i][c], isa.rx[i][c])
-                connect(m, isa.tx[i][c], switch.isa_tx[i][c])
             ep = m.submodules[f"ep{i}"] = self._endpoints[i]
             tp = m.submodules[f"transport{i}"] = TransportPort(f, credits=p.credits)
             link = m.submodules[f"link{i}"] = Link(f, p.link_delay)

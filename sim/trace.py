@@ -40,12 +40,13 @@ async def trace_packets(dut, n, records):
             return None
 
     streams = []
+    isa = dut.switch.isa      # System's ScinSwitch holds the ISA
     for i in range(n):
         ep = getattr(dut, f"ep{i}")
         for c in MsgClass:
             for where, parent, prefix in (("ep_tx", ep, f"tx__{c.value}"), ("ep_rx", ep, f"rx__{c.value}"),
-                                          ("isa_rx", dut.isa, f"rx__{i}__{c.value}"),
-                                          ("isa_tx", dut.isa, f"tx__{i}__{c.value}")):
+                                          ("isa_rx", isa, f"rx__{i}__{c.value}"),
+                                          ("isa_tx", isa, f"tx__{i}__{c.value}")):
                 valid = handle(parent, f"{prefix}__valid")
                 if valid is None:
                     continue      # a class this boundary never carries (the ISA sends no RDATA)

@@ -449,8 +449,8 @@ def test_datapath(sim, n, w):
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    ({"n_inputs": 9}, "n_inputs must be between 2 and 8, not 9"),
-    ({"n_inputs": 1}, "n_inputs must be between 2 and 8, not 1"),
+    ({"n_inputs": 9}, "n_inputs must be an integer between 2 and 8, not 9"),
+    ({"n_inputs": 1}, "n_inputs must be an integer between 2 and 8, not 1"),
     ({"flit_width": 96}, "flit_width must be 64, 128, 256 or 512, not 96"),
 ])
 def test_parameters_rejected(kwargs, message):

@@ -12,6 +12,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from ..packet import FabricParams, MsgClass, Opcode
+from ..params import check_int, check_type
 from ..transport.signature import packet_signature
 from .axi import poll_signature
 
@@ -134,13 +135,9 @@ class Accelerator(wiring.Component):
     """
 
     def __init__(self, params, *, port=0, poll_addr_width):
-        if not isinstance(params, FabricParams):
-            raise TypeError(f"params must be a FabricParams, not {params!r}")
-        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port < params.ports:
-            raise ValueError(f"port must be an integer between 0 and {params.ports - 1}, not {port!r}")
-        if not isinstance(poll_addr_width, int) or not 1 <= poll_addr_width <= params.addr_width:
-            raise ValueError(f"poll_addr_width must be an integer between 1 and {params.addr_width}, "
-                             f"not {poll_addr_width!r}")
+        check_type("params", params, FabricParams)
+        check_int("port", port, 0, params.ports - 1)
+        check_int("poll_addr_width", poll_addr_width, 1, params.addr_width)
         self._params, self._port, self._poll_addr_width = params, port, poll_addr_width
         pkt = packet_signature(params)
         super().__init__({
@@ -156,15 +153,20 @@ class Accelerator(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        P = self._params
-        fb, lg = P.flit_bytes, exact_log2(P.flit_bytes)
-        hdr_layout, ev_layout = P.header_layout, event_layout(P)
-
         cycle = Signal(32)
         m.d.sync += cycle.eq(cycle + 1)
         m.d.comb += self.cycle.eq(cycle)
+        ev = self._event_merge(m)
+        self._commands(m, cycle, ev)
+        self._write_responses(m, cycle, ev)
+        self._read_responses(m, cycle, ev)
+        return m
 
-        # --- events: one register per source, fixed-priority merge into a registered output ----
+    def _event_merge(self, m):
+        """One event register per source (``sent``, ``cmd``, ``wr``, ``rd``: a valid bit and the
+        event), merged in that fixed priority into the registered ``events`` output. Returns
+        ``{source: (valid, event)}``; a source loads its pair, the merge clears the valid."""
+        ev_layout = event_layout(self._params)
         ev_sent_v, ev_sent = Signal(), Signal(ev_layout)
         ev_cmd_v, ev_cmd = Signal(), Signal(ev_layout)
         ev_wr_v, ev_wr = Signal(), Signal(ev_layout)
@@ -181,8 +183,18 @@ class Accelerator(wiring.Component):
                 m.d.sync += [eo.eq(ev_wr), ev_wr_v.eq(0)]
             with m.Elif(ev_rd_v):
                 m.d.sync += [eo.eq(ev_rd), ev_rd_v.eq(0)]
+        return {"sent": (ev_sent_v, ev_sent), "cmd": (ev_cmd_v, ev_cmd), "wr": (ev_wr_v, ev_wr),
+                "rd": (ev_rd_v, ev_rd)}
 
-        # --- commands ---------------------------------------------------------------------------
+    def _commands(self, m, cycle, ev):
+        """The command FSM: request headers on ``req_out``/``write_out`` (registered), WRITE
+        payload from the pattern generator, flag polling; SENT and FLAG events."""
+        P = self._params
+        fb, lg = P.flit_bytes, exact_log2(P.flit_bytes)
+        hdr_layout = P.header_layout
+        ev_sent_v, ev_sent = ev["sent"]
+        ev_cmd_v, ev_cmd = ev["cmd"]
+
         c = Signal(command_layout(P))
         ro_v, ro = Signal(), Signal(P.flit_layout)       # req_out register
         wo_v, wo = Signal(), Signal(P.flit_layout)       # write_out register
@@ -280,7 +292,11 @@ class Accelerator(wiring.Component):
                                  ev_cmd.value.eq(flag.as_value()), ev_cmd.cycle.eq(cycle)]
                     m.next = "IDLE"
 
-        # --- write responses ------------------------------------------------------------------------
+    def _write_responses(self, m, cycle, ev):
+        """WRITE_RESP packets (header only; a longer packet's tail is dropped) to WRITE_DONE
+        events."""
+        hdr_layout = self._params.header_layout
+        ev_wr_v, ev_wr = ev["wr"]
         bh = hdr_layout(self.wresp_in.payload.data[:hdr_layout.size])
         wr_skip = Signal()  # dropping the tail of a malformed multi-flit WRESP packet
         with m.If(wr_skip):
@@ -294,7 +310,12 @@ class Accelerator(wiring.Component):
         with m.If(self.wresp_in.valid & self.wresp_in.ready):
             m.d.sync += wr_skip.eq(~self.wresp_in.payload.last)
 
-        # --- read responses -------------------------------------------------------------------------
+    def _read_responses(self, m, cycle, ev):
+        """READ_RESP packets to READ_DONE events, the payload folded by XOR into ``value``."""
+        P = self._params
+        hdr_layout, ev_layout = P.header_layout, event_layout(P)
+        words = P.flit_bytes // 4
+        ev_rd_v, ev_rd = ev["rd"]
         rh = hdr_layout(self.rdata_in.payload.data[:hdr_layout.size])
         fold = Signal(32)
         flit_fold = Signal(32)
@@ -327,4 +348,3 @@ class Accelerator(wiring.Component):
                         m.d.sync += [ev_rd_v.eq(1), ev_rd.eq(rd), ev_rd.value.eq(fold ^ flit_fold),
                                      ev_rd.cycle.eq(cycle)]
                         m.next = "HEADER"
-        return m

@@ -18,6 +18,8 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from ..params import check_int, check_power_of_two, check_type
+
 
 __all__ = ["AxiParams", "Burst", "Resp", "axi_signature", "poll_signature", "FlatAxi", "FLAT_FIELDS"]
 
@@ -64,13 +66,10 @@ class AxiParams:
     user_width: int = 1
 
     def __post_init__(self):
-        for name, lo, hi in (("data_width", 32, 1024), ("addr_width", 12, 64),
-                             ("id_width", 1, 16), ("user_width", 1, 64)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-                raise ValueError(f"{name} must be an integer between {lo} and {hi}, not {value!r}")
-        if self.data_width & (self.data_width - 1):
-            raise ValueError(f"data_width must be a power of two, not {self.data_width!r}")
+        check_power_of_two("data_width", self.data_width, 32, 1024)
+        check_int("addr_width", self.addr_width, 12, 64)
+        check_int("id_width", self.id_width, 1, 16)
+        check_int("user_width", self.user_width, 1, 64)
 
     @property
     def data_bytes(self):
@@ -108,8 +107,7 @@ def axi_signature(params):
 
     Verilog port names come out as ``<member>__ar__valid``, ``<member>__ar__payload`` and so on.
     """
-    if not isinstance(params, AxiParams):
-        raise TypeError(f"params must be an AxiParams, not {params!r}")
+    check_type("params", params, AxiParams)
     return wiring.Signature({
         "aw": Out(stream.Signature(params.ax_layout)),
         "w":  Out(stream.Signature(params.w_layout)),

@@ -1,5 +1,7 @@
 """AxiBridge: protocol translation between fabric packets and AXI4 manager transactions."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Module, Signal, Const, Mux, Cat
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
@@ -7,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, exact_log2
 
 from ..packet import FabricParams, MsgClass, Opcode
+from ..params import check_int, check_type
 from ..transport.signature import packet_signature
 from .axi import AxiParams, Burst, Resp, axi_signature
 
@@ -98,12 +101,9 @@ class AxiBridge(wiring.Component):
     """
 
     def __init__(self, params, *, port=0, outstanding=16):
-        if not isinstance(params, FabricParams):
-            raise TypeError(f"params must be a FabricParams, not {params!r}")
-        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port < params.ports:
-            raise ValueError(f"port must be an integer between 0 and {params.ports - 1}, not {port!r}")
-        if not isinstance(outstanding, int) or isinstance(outstanding, bool) or not 1 <= outstanding <= 64:
-            raise ValueError(f"outstanding must be an integer between 1 and 64, not {outstanding!r}")
+        check_type("params", params, FabricParams)
+        check_int("port", port, 0, params.ports - 1)
+        check_int("outstanding", outstanding, 1, 64)
         self._params, self._port, self._outstanding = params, port, outstanding
         self._axi_params = bridge_axi_params(params, outstanding)
         pkt = packet_signature(params)
@@ -123,55 +123,80 @@ class AxiBridge(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        P, axi = self._params, self.axi
+        # The paths share the AR/AW registers, the context stores and a few strobes; `s` holds
+        # them. The helpers run in this order because later assignments to a shared signal
+        # (req_in.ready, wctx.w_en, the W channel) take priority over earlier ones.
+        s = SimpleNamespace()
+        self._counters(m, s)
+        self._ax_registers(m, s)
+        self._contexts(m, s)
+        self._atomic_unit(m, s)
+        self._read_requests(m, s)
+        self._read_responses(m, s)
+        self._write_path(m, s)
+        self._write_responses(m, s)
+        return m
+
+    # --- helpers of the paths -------------------------------------------------------------------
+
+    def _legal(self, h):
+        """Whether a READ/WRITE header describes an access this bridge performs (see above)."""
+        P = self._params
         fb, lg = P.flit_bytes, exact_log2(P.flit_bytes)
-        n = self._outstanding
-        atom_id = n
-        hdr_layout = P.header_layout
+        off = h.addr[:lg]
+        in_flit = (off + h.length) <= fb
+        crosses = (h.addr[:exact_log2(AXI_BOUNDARY)] + h.length) > AXI_BOUNDARY
+        too_long = h.length > min(P.max_payload, 256 * fb)
+        return (h.length != 0) & ~too_long & ~crosses & ((off == 0) | in_flit)
 
-        def legal(h):
-            """Whether a READ/WRITE header describes an access this bridge performs (see above)."""
-            off = h.addr[:lg]
-            in_flit = (off + h.length) <= fb
-            crosses = (h.addr[:exact_log2(AXI_BOUNDARY)] + h.length) > AXI_BOUNDARY
-            too_long = h.length > min(P.max_payload, 256 * fb)
-            return (h.length != 0) & ~too_long & ~crosses & ((off == 0) | in_flit)
+    def _load_ax(self, reg, valid, *, id, addr, beats, inc):
+        """Load a registered AR/AW: INCR burst of full-width beats from the flit holding addr."""
+        lg = exact_log2(self._params.flit_bytes)
+        return [valid.eq(1), reg.id.eq(id), reg.addr.eq(Cat(Const(0, lg), addr[lg:])),
+                reg.len.eq(beats - 1), reg.size.eq(lg), reg.burst.eq(Burst.INCR),
+                reg.user.eq(inc)]
 
-        def load_ax(reg, valid, *, id, addr, beats, inc):
-            """Load a registered AR/AW: INCR burst of full-width beats from the flit holding addr."""
-            return [valid.eq(1), reg.id.eq(id), reg.addr.eq(Cat(Const(0, lg), addr[lg:])),
-                    reg.len.eq(beats - 1), reg.size.eq(lg), reg.burst.eq(Burst.INCR),
-                    reg.user.eq(inc)]
+    def _beats_of(self, h):
+        fb = self._params.flit_bytes
+        return (h.addr[:exact_log2(fb)] + h.length + (fb - 1)) >> exact_log2(fb)
 
-        def beats_of(h):
-            return (h.addr[:lg] + h.length + (fb - 1)) >> lg
+    def _response_header(self, view, *, opcode, inc, status, dst, length, tag):
+        cls = MsgClass.RDATA if opcode == Opcode.READ_RESP else MsgClass.WRESP
+        return [view.opcode.eq(opcode), view.msg_class.eq(cls), view.inc.eq(inc),
+                view.status.eq(status), view.src.eq(self._port), view.dst.eq(dst),
+                view.length.eq(length), view.tag.eq(tag), view.addr.eq(0)]
 
-        def response_header(view, *, opcode, inc, status, dst, length, tag):
-            cls = MsgClass.RDATA if opcode == Opcode.READ_RESP else MsgClass.WRESP
-            return [view.opcode.eq(opcode), view.msg_class.eq(cls), view.inc.eq(inc),
-                    view.status.eq(status), view.src.eq(self._port), view.dst.eq(dst),
-                    view.length.eq(length), view.tag.eq(tag), view.addr.eq(0)]
+    def _byte_keep(self, m, lo, hi):
+        """Per-byte mask of a flit: bytes ``lo <= b < hi`` (a signal, so it is built once)."""
+        fb = self._params.flit_bytes
+        lg = exact_log2(fb)
+        keep = Signal(fb)
+        # The last byte is always >= lo: skip that compare (Verilator CMPCONST).
+        m.d.comb += keep.eq(Cat(*[(((Const(b, lg + 1) >= lo) if b < fb - 1 else 1) & (b < hi))
+                                  for b in range(fb)]))
+        return keep
 
-        def byte_keep(lo, hi):
-            """Per-byte mask of a flit: bytes ``lo <= b < hi`` (a signal, so it is built once)."""
-            keep = Signal(fb)
-            # The last byte is always >= lo: skip that compare (Verilator CMPCONST).
-            m.d.comb += keep.eq(Cat(*[(((Const(b, lg + 1) >= lo) if b < fb - 1 else 1) & (b < hi))
-                                      for b in range(fb)]))
-            return keep
+    def _expand(self, m, strb):
+        fb = self._params.flit_bytes
+        bits = Signal(8 * fb)
+        m.d.comb += bits.eq(Cat(*[strb[b].replicate(8) for b in range(fb)]))
+        return bits
 
-        def expand(strb):
-            bits = Signal(8 * fb)
-            m.d.comb += bits.eq(Cat(*[strb[b].replicate(8) for b in range(fb)]))
-            return bits
+    # --- the paths --------------------------------------------------------------------------------
 
-        # --- counters ---------------------------------------------------------------------------
+    def _counters(self, m, s):
+        """``dropped`` and ``rejected``, counted from one strobe per input (``drop_r``/``drop_w``,
+        ``rej_r``/``rej_w``)."""
         dropped, rejected = Signal(16), Signal(16)
         drop_r, drop_w, rej_r, rej_w = Signal(), Signal(), Signal(), Signal()
         m.d.sync += [dropped.eq(dropped + drop_r + drop_w), rejected.eq(rejected + rej_r + rej_w)]
         m.d.comb += [self.dropped.eq(dropped), self.rejected.eq(rejected)]
+        s.drop_r, s.drop_w, s.rej_r, s.rej_w = drop_r, drop_w, rej_r, rej_w
 
-        # --- AR and AW: registered stream outputs, shared with the atomic unit -----------------
+    def _ax_registers(self, m, s):
+        """AR and AW: registered stream outputs, shared with the atomic unit (``*_can``: the
+        register may load this cycle)."""
+        axi = self.axi
         ar_v, ar = Signal(), Signal(self._axi_params.ax_layout)
         ar_can = ~ar_v | axi.ar.ready
         m.d.comb += [axi.ar.valid.eq(ar_v), axi.ar.payload.eq(ar)]
@@ -182,8 +207,15 @@ class AxiBridge(wiring.Component):
         m.d.comb += [axi.aw.valid.eq(aw_v), axi.aw.payload.eq(aw)]
         with m.If(axi.aw.ready):
             m.d.sync += aw_v.eq(0)
+        s.ar_v, s.ar, s.ar_can, s.aw_v, s.aw, s.aw_can = ar_v, ar, ar_can, aw_v, aw, aw_can
 
-        # --- write contexts: one per AW or locally answered request, in order -------------------
+    def _contexts(self, m, s):
+        """The context stores: one write context per AW or locally answered request, in order
+        (``wctx``); one read context per AXI read ID (``rctx``, with the ID allocator); the READs
+        refused by the bridge (``rerr``), answered by the READ_RESP generator between packets."""
+        P = self._params
+        lg = exact_log2(P.flit_bytes)
+        n = self._outstanding
         wctx_layout = data.StructLayout({"tag": P.tag_width, "src": P.port_bits, "inc": 1,
                                          "length": P.length_width, "local": 1, "status": 3})
         m.submodules.wctx = wctx = SyncFIFOBuffered(width=wctx_layout.size, depth=16)
@@ -193,7 +225,6 @@ class AxiBridge(wiring.Component):
         aw_issue, b_fire = Signal(), Signal()
         m.d.sync += w_inflight.eq(w_inflight + aw_issue - b_fire)
 
-        # --- read contexts, one per AXI read ID --------------------------------------------------
         rctx_layout = data.StructLayout({"tag": P.tag_width, "src": P.port_bits, "inc": 1,
                                          "length": P.length_width, "off": lg})
         rctx = [Signal(rctx_layout, name=f"rctx{i}") for i in range(n)]
@@ -205,13 +236,22 @@ class AxiBridge(wiring.Component):
                 m.d.comb += free_id.eq(i)
         any_free = ~id_busy.all()
 
-        # READs refused by the bridge, answered by the READ_RESP generator between packets.
         rerr_layout = data.StructLayout({"tag": P.tag_width, "src": P.port_bits, "inc": 1})
         m.submodules.rerr = rerr = SyncFIFOBuffered(width=rerr_layout.size, depth=4)
         rerr_in = Signal(rerr_layout)
         m.d.comb += rerr.w_data.eq(rerr_in)
+        s.wctx_layout, s.wctx, s.wctx_in = wctx_layout, wctx, wctx_in
+        s.w_inflight, s.aw_issue, s.b_fire = w_inflight, aw_issue, b_fire
+        s.rctx_layout, s.rctx, s.id_alloc, s.id_free = rctx_layout, rctx, id_alloc, id_free
+        s.free_id, s.any_free = free_id, any_free
+        s.rerr_layout, s.rerr, s.rerr_in = rerr_layout, rerr, rerr_in
 
-        # --- atomic unit --------------------------------------------------------------------------
+    def _atomic_unit(self, m, s):
+        """ATOMIC_ADD: drain the writes, read the word (AR with ID ``outstanding``), write the sum
+        (its W beat is driven by :meth:`_write_path`), or answer an error locally."""
+        P, axi = self._params, self.axi
+        hdr_layout = P.header_layout
+        wctx, wctx_in = s.wctx, s.wctx_in
         atom = Signal(data.StructLayout({"tag": P.tag_width, "src": P.port_bits, "inc": 1,
                                          "addr": P.addr_width, "addend": P.length_width}))
         atom_sum, atom_resp = Signal(32), Signal(Resp)
@@ -234,35 +274,38 @@ class AxiBridge(wiring.Component):
                                      atom.addr.eq(rh.addr), atom.addend.eq(rh.length)]
                         m.next = "DRAIN"
                     with m.Elif(wctx.w_rdy):
-                        m.d.comb += [self.req_in.ready.eq(1), atom_push.eq(1), rej_r.eq(1),
+                        m.d.comb += [self.req_in.ready.eq(1), atom_push.eq(1), s.rej_r.eq(1),
                                      wctx_in.tag.eq(rh.tag), wctx_in.src.eq(rh.src),
                                      wctx_in.inc.eq(rh.inc), wctx_in.length.eq(4),
                                      wctx_in.local.eq(1), wctx_in.status.eq(Resp.SLVERR)]
             with m.State("DRAIN"):
                 # Every earlier write has its B response and new ones are held back, so nothing
                 # through this bridge can land between our read and our write.
-                with m.If(w_inflight == 0):
+                with m.If(s.w_inflight == 0):
                     m.next = "AR"
             with m.State("AR"):
-                with m.If(~read_loads_ar & ar_can):
-                    m.d.sync += load_ax(ar, ar_v, id=atom_id, addr=atom.addr, beats=1, inc=atom.inc)
+                with m.If(~read_loads_ar & s.ar_can):
+                    m.d.sync += self._load_ax(s.ar, s.ar_v, id=self._outstanding, addr=atom.addr,
+                                              beats=1, inc=atom.inc)
                     m.next = "RWAIT"
             with m.State("RWAIT"):
-                # The R router below hands the beat over and latches the sum and the response.
+                # The R router (_read_responses) hands the beat over and latches the sum and the
+                # response.
                 with m.If(atom_r_fire):
                     with m.If(axi.r.payload.resp == Resp.OKAY):
                         m.next = "AW"
                     with m.Else():
                         m.next = "ERR"
             with m.State("AW"):
-                with m.If(aw_can & wctx.w_rdy):
-                    m.d.comb += [aw_issue.eq(1), atom_push.eq(1),
+                with m.If(s.aw_can & wctx.w_rdy):
+                    m.d.comb += [s.aw_issue.eq(1), atom_push.eq(1),
                                  wctx_in.tag.eq(atom.tag), wctx_in.src.eq(atom.src),
                                  wctx_in.inc.eq(atom.inc), wctx_in.length.eq(4)]
-                    m.d.sync += load_ax(aw, aw_v, id=0, addr=atom.addr, beats=1, inc=atom.inc)
+                    m.d.sync += self._load_ax(s.aw, s.aw_v, id=0, addr=atom.addr, beats=1,
+                                              inc=atom.inc)
                     m.next = "W"
             with m.State("W"):
-                # The single W beat is driven at the end (the write path is idle meanwhile).
+                # The single W beat is driven by _write_path (the write path is idle meanwhile).
                 with m.If(axi.w.ready):
                     m.next = "IDLE"
             with m.State("ERR"):
@@ -272,31 +315,49 @@ class AxiBridge(wiring.Component):
                                  wctx_in.local.eq(1), wctx_in.status.eq(atom_resp)]
                     m.next = "IDLE"
         atom_busy = ~atom_fsm.ongoing("IDLE")
+        s.atom, s.atom_sum, s.atom_resp, s.atom_fsm, s.atom_busy = (atom, atom_sum, atom_resp,
+                                                                     atom_fsm, atom_busy)
+        s.rh, s.rh_atomic, s.rh_read, s.req_skip = rh, rh_atomic, rh_read, req_skip
+        s.read_loads_ar, s.atom_r_fire, s.atom_push = read_loads_ar, atom_r_fire, atom_push
 
-        # --- REQ input: READ (and dropping) -------------------------------------------------------
+    def _read_requests(self, m, s):
+        """REQ input: a legal READ takes a free read ID and the AR register; an illegal one goes
+        to ``rerr``; other opcodes are dropped (ATOMIC_ADD is the atomic unit's)."""
+        lg = exact_log2(self._params.flit_bytes)
+        n = self._outstanding
+        rh, rctx, free_id = s.rh, s.rctx, s.free_id
         with m.If(self.req_in.valid & self.req_in.ready):
-            m.d.sync += req_skip.eq(~self.req_in.payload.last)
-        with m.If(req_skip):
+            m.d.sync += s.req_skip.eq(~self.req_in.payload.last)
+        with m.If(s.req_skip):
             m.d.comb += self.req_in.ready.eq(1)
-        with m.Elif(self.req_in.valid & rh_read):
-            with m.If(legal(rh)):
-                with m.If(any_free & ar_can):
-                    m.d.comb += [self.req_in.ready.eq(1), read_loads_ar.eq(1),
-                                 id_alloc.eq(Const(1, n) << free_id)]
-                    m.d.sync += load_ax(ar, ar_v, id=free_id, addr=rh.addr, beats=beats_of(rh),
-                                        inc=rh.inc)
+        with m.Elif(self.req_in.valid & s.rh_read):
+            with m.If(self._legal(rh)):
+                with m.If(s.any_free & s.ar_can):
+                    m.d.comb += [self.req_in.ready.eq(1), s.read_loads_ar.eq(1),
+                                 s.id_alloc.eq(Const(1, n) << free_id)]
+                    m.d.sync += self._load_ax(s.ar, s.ar_v, id=free_id, addr=rh.addr,
+                                              beats=self._beats_of(rh), inc=rh.inc)
                     for i in range(n):
                         with m.If(free_id == i):
                             m.d.sync += [rctx[i].tag.eq(rh.tag), rctx[i].src.eq(rh.src),
                                          rctx[i].inc.eq(rh.inc), rctx[i].length.eq(rh.length),
                                          rctx[i].off.eq(rh.addr[:lg])]
-            with m.Elif(rerr.w_rdy):
-                m.d.comb += [self.req_in.ready.eq(1), rerr.w_en.eq(1), rej_r.eq(1),
-                             rerr_in.tag.eq(rh.tag), rerr_in.src.eq(rh.src), rerr_in.inc.eq(rh.inc)]
-        with m.Elif(self.req_in.valid & ~rh_atomic):
-            m.d.comb += [self.req_in.ready.eq(1), drop_r.eq(1)]
+            with m.Elif(s.rerr.w_rdy):
+                m.d.comb += [self.req_in.ready.eq(1), s.rerr.w_en.eq(1), s.rej_r.eq(1),
+                             s.rerr_in.tag.eq(rh.tag), s.rerr_in.src.eq(rh.src),
+                             s.rerr_in.inc.eq(rh.inc)]
+        with m.Elif(self.req_in.valid & ~s.rh_atomic):
+            m.d.comb += [self.req_in.ready.eq(1), s.drop_r.eq(1)]
 
-        # --- R -> READ_RESP packets -------------------------------------------------------------
+    def _read_responses(self, m, s):
+        """R -> READ_RESP packets on ``rdata_out`` (registered): a header per burst from its read
+        context, then the beats shifted to payload byte 0; refused READs' error responses between
+        packets; the atomic unit's beat routed to it."""
+        P, axi = self._params, self.axi
+        fb = P.flit_bytes
+        n = self._outstanding
+        hdr_layout = P.header_layout
+        rctx_layout, rerr, atom = s.rctx_layout, s.rerr, s.atom
         ro_v, ro = Signal(), Signal(P.flit_layout)
         ro_can = ~ro_v | self.rdata_out.ready
         m.d.comb += [self.rdata_out.valid.eq(ro_v), self.rdata_out.payload.eq(ro)]
@@ -307,29 +368,30 @@ class AxiBridge(wiring.Component):
         with m.Switch(r.id):
             for i in range(n):
                 with m.Case(i):
-                    m.d.comb += sel.eq(rctx[i])
+                    m.d.comb += sel.eq(s.rctx[i])
         cur = Signal(rctx_layout)     # context of the burst being forwarded
         cur_id = Signal(range(n))
         remaining = Signal(P.length_width)
-        rerr_head = rerr_layout(rerr.r_data)
+        rerr_head = s.rerr_layout(rerr.r_data)
         out_hdr = Signal(hdr_layout)
         with m.FSM(name="rdata"):
             with m.State("HEADER"):
                 with m.If(rerr.r_rdy & ro_can):
                     m.d.comb += [rerr.r_en.eq(1),
-                                 *response_header(out_hdr, opcode=Opcode.READ_RESP, inc=rerr_head.inc,
-                                                  status=Resp.SLVERR, dst=rerr_head.src, length=0,
-                                                  tag=rerr_head.tag)]
+                                 *self._response_header(out_hdr, opcode=Opcode.READ_RESP,
+                                                        inc=rerr_head.inc, status=Resp.SLVERR,
+                                                        dst=rerr_head.src, length=0,
+                                                        tag=rerr_head.tag)]
                     m.d.sync += [ro_v.eq(1), ro.data.eq(out_hdr.as_value()), ro.last.eq(1)]
-                with m.Elif(axi.r.valid & (r.id == atom_id)):
-                    with m.If(atom_fsm.ongoing("RWAIT")):
-                        m.d.comb += [axi.r.ready.eq(1), atom_r_fire.eq(1)]
-                        word = r.data.word_select(atom.addr[2:lg], 32)
-                        m.d.sync += [atom_sum.eq(word + atom.addend), atom_resp.eq(r.resp)]
+                with m.Elif(axi.r.valid & (r.id == self._outstanding)):
+                    with m.If(s.atom_fsm.ongoing("RWAIT")):
+                        m.d.comb += [axi.r.ready.eq(1), s.atom_r_fire.eq(1)]
+                        word = r.data.word_select(atom.addr[2:exact_log2(fb)], 32)
+                        m.d.sync += [s.atom_sum.eq(word + atom.addend), s.atom_resp.eq(r.resp)]
                 with m.Elif(axi.r.valid & ro_can):
-                    m.d.comb += response_header(out_hdr, opcode=Opcode.READ_RESP, inc=sel.inc,
-                                                status=r.resp, dst=sel.src, length=sel.length,
-                                                tag=sel.tag)
+                    m.d.comb += self._response_header(out_hdr, opcode=Opcode.READ_RESP,
+                                                      inc=sel.inc, status=r.resp, dst=sel.src,
+                                                      length=sel.length, tag=sel.tag)
                     m.d.sync += [ro_v.eq(1), ro.data.eq(out_hdr.as_value()), ro.last.eq(0),
                                  cur.eq(sel), cur_id.eq(r.id), remaining.eq(sel.length)]
                     m.next = "DATA"
@@ -339,40 +401,46 @@ class AxiBridge(wiring.Component):
                     # Sub-flit reads: the requested bytes move down to payload byte 0; bytes past
                     # the length are zero, as the protocol requires.
                     shifted = r.data >> Cat(Const(0, 3), cur.off)
-                    keep = expand(byte_keep(0, remaining))
+                    keep = self._expand(m, self._byte_keep(m, 0, remaining))
                     m.d.sync += [ro_v.eq(1), ro.data.eq(shifted & keep), ro.last.eq(r.last),
                                  remaining.eq(Mux(remaining > fb, remaining - fb, 0))]
                     with m.If(r.last):
-                        m.d.comb += id_free.eq(Const(1, n) << cur_id)
+                        m.d.comb += s.id_free.eq(Const(1, n) << cur_id)
                         m.next = "HEADER"
 
-        # --- WRITE input -> AW + W ----------------------------------------------------------------
+    def _write_path(self, m, s):
+        """WRITE input -> AW + W: a legal WRITE loads AW and a write context and streams its
+        payload as W beats; an illegal one is answered locally; the atomic unit's W beat."""
+        P, axi = self._params, self.axi
+        fb, lg = P.flit_bytes, exact_log2(P.flit_bytes)
+        hdr_layout = P.header_layout
+        wctx, wctx_in, atom = s.wctx, s.wctx_in, s.atom
         wh = hdr_layout(self.write_in.payload.data[:hdr_layout.size])
         w_off, w_rem = Signal(lg), Signal(P.length_width)
         w = axi.w.payload
         with m.FSM(name="write"):
             with m.State("HEADER"):
                 is_write = (wh.opcode == Opcode.WRITE) & (wh.msg_class == MsgClass.WRITE)
-                good = is_write & legal(wh) & ~self.write_in.payload.last
+                good = is_write & self._legal(wh) & ~self.write_in.payload.last
                 with m.If(self.write_in.valid & good):
-                    with m.If(~atom_busy & ~atom_push & aw_can & wctx.w_rdy):
-                        m.d.comb += [self.write_in.ready.eq(1), aw_issue.eq(1), wctx.w_en.eq(1),
+                    with m.If(~s.atom_busy & ~s.atom_push & s.aw_can & wctx.w_rdy):
+                        m.d.comb += [self.write_in.ready.eq(1), s.aw_issue.eq(1), wctx.w_en.eq(1),
                                      wctx_in.tag.eq(wh.tag), wctx_in.src.eq(wh.src),
                                      wctx_in.inc.eq(wh.inc), wctx_in.length.eq(wh.length)]
-                        m.d.sync += [*load_ax(aw, aw_v, id=0, addr=wh.addr, beats=beats_of(wh),
-                                              inc=wh.inc),
+                        m.d.sync += [*self._load_ax(s.aw, s.aw_v, id=0, addr=wh.addr,
+                                                    beats=self._beats_of(wh), inc=wh.inc),
                                      w_off.eq(wh.addr[:lg]), w_rem.eq(wh.length)]
                         m.next = "DATA"
                 with m.Elif(self.write_in.valid & is_write):
-                    with m.If(~atom_push & wctx.w_rdy):
-                        m.d.comb += [self.write_in.ready.eq(1), wctx.w_en.eq(1), rej_w.eq(1),
+                    with m.If(~s.atom_push & wctx.w_rdy):
+                        m.d.comb += [self.write_in.ready.eq(1), wctx.w_en.eq(1), s.rej_w.eq(1),
                                      wctx_in.tag.eq(wh.tag), wctx_in.src.eq(wh.src),
                                      wctx_in.inc.eq(wh.inc), wctx_in.length.eq(wh.length),
                                      wctx_in.local.eq(1), wctx_in.status.eq(Resp.SLVERR)]
                         with m.If(~self.write_in.payload.last):
                             m.next = "DROP"
                 with m.Elif(self.write_in.valid):
-                    m.d.comb += [self.write_in.ready.eq(1), drop_w.eq(1)]
+                    m.d.comb += [self.write_in.ready.eq(1), s.drop_w.eq(1)]
                     with m.If(~self.write_in.payload.last):
                         m.next = "DROP"
             with m.State("DATA"):
@@ -380,7 +448,7 @@ class AxiBridge(wiring.Component):
                 m.d.comb += [
                     axi.w.valid.eq(self.write_in.valid), self.write_in.ready.eq(axi.w.ready),
                     w.data.eq(self.write_in.payload.data << Cat(Const(0, 3), w_off)),
-                    w.strb.eq(byte_keep(w_off, w_off + w_rem)),
+                    w.strb.eq(self._byte_keep(m, w_off, w_off + w_rem)),
                     w.last.eq(final | self.write_in.payload.last),
                 ]
                 with m.If(self.write_in.valid & axi.w.ready):
@@ -395,26 +463,32 @@ class AxiBridge(wiring.Component):
                 with m.If(self.write_in.valid & self.write_in.payload.last):
                     m.next = "HEADER"
 
-        with m.If(atom_fsm.ongoing("W")):
+        with m.If(s.atom_fsm.ongoing("W")):
             lane = atom.addr[2:lg]
-            m.d.comb += [axi.w.valid.eq(1), w.data.eq(atom_sum << Cat(Const(0, 5), lane)),
+            m.d.comb += [axi.w.valid.eq(1), w.data.eq(s.atom_sum << Cat(Const(0, 5), lane)),
                          w.strb.eq(Const(0xF, fb) << Cat(Const(0, 2), lane)), w.last.eq(1)]
 
-        # --- B -> WRITE_RESP packets --------------------------------------------------------------
+    def _write_responses(self, m, s):
+        """B -> WRITE_RESP packets on ``wresp_out`` (registered), in write-context order; a
+        locally answered context needs no B."""
+        P, axi = self._params, self.axi
+        hdr_layout = P.header_layout
+        wctx = s.wctx
         bo_v, bo = Signal(), Signal(P.flit_layout)
         bo_can = ~bo_v | self.wresp_out.ready
         m.d.comb += [self.wresp_out.valid.eq(bo_v), self.wresp_out.payload.eq(bo)]
         with m.If(self.wresp_out.ready):
             m.d.sync += bo_v.eq(0)
-        whead = wctx_layout(wctx.r_data)
+        whead = s.wctx_layout(wctx.r_data)
         b_hdr = Signal(hdr_layout)
         take = wctx.r_rdy & bo_can & (whead.local | axi.b.valid)
         m.d.comb += [axi.b.ready.eq(wctx.r_rdy & bo_can & ~whead.local),
-                     b_fire.eq(axi.b.valid & axi.b.ready)]
+                     s.b_fire.eq(axi.b.valid & axi.b.ready)]
         with m.If(take):
             m.d.comb += [wctx.r_en.eq(1),
-                         *response_header(b_hdr, opcode=Opcode.WRITE_RESP, inc=whead.inc,
-                                          status=Mux(whead.local, whead.status, axi.b.payload.resp),
-                                          dst=whead.src, length=whead.length, tag=whead.tag)]
+                         *self._response_header(b_hdr, opcode=Opcode.WRITE_RESP, inc=whead.inc,
+                                                status=Mux(whead.local, whead.status,
+                                                           axi.b.payload.resp),
+                                                dst=whead.src, length=whead.length,
+                                                tag=whead.tag)]
             m.d.sync += [bo_v.eq(1), bo.data.eq(b_hdr.as_value()), bo.last.eq(1)]
-        return m

@@ -5,6 +5,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from ..packet import FabricParams, MsgClass, NUM_CLASSES
+from ..params import check_type
 from ..transport.signature import packet_signature
 from .accelerator import Accelerator, command_layout, event_layout
 from .bridge import AxiBridge
@@ -65,9 +66,7 @@ class Endpoint(wiring.Component):
 
     def __init__(self, params, *, port=0, mem_size=1 << 16, latency=40, reorder=False,
                  outstanding=16, storage="memory", name="mem"):
-        if not isinstance(params, FabricParams):
-            raise TypeError(f"params must be a FabricParams, not {params!r}")
-        self._params = params
+        self._params = check_type("params", params, FabricParams)
         self.bridge = AxiBridge(params, port=port, outstanding=outstanding)
         self.memory = AxiMemory(self.bridge.axi_params, size=mem_size, latency=latency,
                                 reorder=reorder, outstanding=outstanding,

@@ -5,6 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..transport.round_robin import round_robin
+from ..params import check_int
 from ..transport.signature import check_params, packet_signature
 
 
@@ -38,9 +39,7 @@ class PacketArbiter(wiring.Component):
 
     def __init__(self, params, n):
         self._params = check_params(params)
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"n must be an integer >= 1, not {n!r}")
-        self._n = n
+        self._n = check_int("n", n, 1)
         sig = packet_signature(params)
         super().__init__({"i": In(sig).array(n), "o": Out(sig)})
 

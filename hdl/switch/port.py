@@ -16,9 +16,8 @@ __all__ = ["SwitchPort", "check_queue_depth"]
 
 
 def check_queue_depth(depth, name="isa_depth"):
-    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 2:
-        raise ValueError(f"{name} must be an integer >= 2, not {depth!r}")
-    return depth
+    """Validate an ISA queue depth, in flits (the rule of :func:`check_credits`)."""
+    return check_credits(depth, name)
 
 
 class _Queue(wiring.Component):

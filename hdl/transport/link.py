@@ -11,16 +11,11 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..packet import NUM_CLASSES
+from ..params import check_int
 from .signature import check_params, link_end_signature, link_flit_signature, credit_signature
 
 
 __all__ = ["DelayLine", "Link"]
-
-
-def _check_latency(latency):
-    if not isinstance(latency, int) or isinstance(latency, bool) or latency < 1:
-        raise ValueError(f"latency must be an integer >= 1, not {latency!r}")
-    return latency
 
 
 class DelayLine(wiring.Component):
@@ -48,7 +43,7 @@ class DelayLine(wiring.Component):
 
     def __init__(self, shape, latency):
         self._shape = shape
-        self._latency = _check_latency(latency)
+        self._latency = check_int("latency", latency, 1)
         sig = stream.Signature(shape, always_ready=True)
         super().__init__({"i": In(sig), "o": Out(sig)})
 
@@ -109,7 +104,7 @@ class Link(wiring.Component):
 
     def __init__(self, params, latency=70):
         self._params = check_params(params)
-        self._latency = _check_latency(latency)
+        self._latency = check_int("latency", latency, 1)
         end = link_end_signature(params)
         super().__init__({"a": In(end), "b": In(end)})
 

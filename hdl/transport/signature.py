@@ -10,6 +10,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..packet import FabricParams, NUM_CLASSES
+from ..params import check_int, check_type
 
 
 __all__ = ["packet_signature", "link_flit_signature", "credit_signature", "link_end_signature",
@@ -17,16 +18,14 @@ __all__ = ["packet_signature", "link_flit_signature", "credit_signature", "link_
 
 
 def check_params(params):
-    if not isinstance(params, FabricParams):
-        raise TypeError(f"params must be a FabricParams, not {params!r}")
-    return params
+    """Return ``params`` if it is a :class:`FabricParams`, else raise :class:`TypeError`."""
+    return check_type("params", params, FabricParams)
 
 
 def check_credits(credits, name="credits"):
-    """Validate a per-class credit count (the receiver's queue depth, in flits)."""
-    if not isinstance(credits, int) or isinstance(credits, bool) or credits < 2:
-        raise ValueError(f"{name} must be an integer >= 2, not {credits!r}")
-    return credits
+    """Validate a per-class credit count or queue depth, in flits (an integer >= 2: a queue of one
+    flit could not return a credit before the next flit needs it)."""
+    return check_int(name, credits, 2)
 
 
 def packet_signature(params):

@@ -85,22 +85,34 @@ class BlockQuantizer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         w = self.flit_width
-        l16, l8, nflits = lanes16(w), lanes8(w), block_flits(w)
-        ip = self.i.payload
-
         # The FIFO keeps each lane's sum as sign and magnitude (s.sum holds |sum|): the magnitude
         # is needed before the FIFO (block max) and after it (rounding, division), computed once.
         # An FP16/BF16 lane's bit length is found before the FIFO too, so that after it the
         # rounding shift is ready in time to share the lane's shifter with the INT8 division.
-        entry = data.StructLayout({"s": sum_layout(w), "neg": l8, "block_end": 1,
-                                   "len": data.ArrayLayout(range(_LANE_MAG_WIDTH + 1), l16)})
+        entry = data.StructLayout({"s": sum_layout(w), "neg": lanes8(w), "block_end": 1,
+                                   "len": data.ArrayLayout(range(_LANE_MAG_WIDTH + 1), lanes16(w))})
         m.submodules.fifo = dfifo = fifo.SyncFIFOBuffered(width=entry.size, depth=self.fifo_depth)
         # Every scale in the scale pipeline or in sfifo belongs to a block whose last flit is
         # still in the data FIFO, so sfifo (as deep as the data FIFO) never overflows.
         sentry = data.StructLayout({"scale": 16, "ovf": 1, "bad": 1})
         m.submodules.sfifo = sfifo = fifo.SyncFIFOBuffered(width=sentry.size, depth=self.fifo_depth)
 
-        # ---- Input side: |V| per lane, max over the flit, running max over the block.
+        block = self._input_side(m, entry, dfifo)
+        self._scale_pipeline(m, block, sentry, sfifo)
+        en_b, info = self._output_head(m, entry, sentry, dfifo, sfifo)
+        q1, blk, info = self._q1_shift(m, en_b, info)
+        rnd = self._q2_round(m, en_b, q1, info)
+        q2, blk, info = self._q2_divide(m, en_b, q1, blk, info)
+        self._q3_pack(m, en_b, q2, rnd, blk, info)
+        return m
+
+    def _input_side(self, m, entry, dfifo):
+        """Input register: ``|V|`` per lane, max over the flit, running max over the block; writes
+        the data FIFO. Returns what the scale pipeline needs: ``write`` (an entry is written),
+        ``block_end`` (it ends an INT8 block), the block's ``M`` and ``bad`` including it."""
+        w = self.flit_width
+        l16, l8, nflits = lanes16(w), lanes8(w), block_flits(w)
+        ip = self.i.payload
         en_a = Signal()
         a_valid = Signal()
         can_write = dfifo.w_rdy
@@ -113,19 +125,10 @@ class BlockQuantizer(wiring.Component):
         a_mag = [register(m, en_a, v, f"a_mag_l{lane}") for lane, v in enumerate(mags)]
         a_neg = register(m, en_a, Cat(*(ip.sum[lane] < 0 for lane in range(l8))), "a_neg")
 
-        def max_tree(values, tag, levels=None):
-            level = 0
-            while len(values) > 1 and (levels is None or level < levels):
-                values = [wire(m, Mux(values[j + 1] > values[j], values[j + 1], values[j]),
-                               f"{tag}_{level}_{j}") if j + 1 < len(values) else values[j]
-                          for j in range(0, len(values), 2)]
-                level += 1
-            return values
-
         # Two levels of the lane max tree before the register, the rest after it.
         partial = [register(m, en_a, v, f"a_max_{j}", shape=_MAG_WIDTH)
-                   for j, v in enumerate(max_tree(mags, "lmax", levels=2))]
-        flit_max = wire(m, max_tree(partial, "fmax")[0], "flit_max")
+                   for j, v in enumerate(_max_tree(m, mags, "lmax", levels=2))]
+        flit_max = wire(m, _max_tree(m, partial, "fmax")[0], "flit_max")
 
         idx = Signal(range(nflits), name="blk_idx")
         acc_m = Signal(_MAG_WIDTH, name="blk_max")
@@ -151,22 +154,21 @@ class BlockQuantizer(wiring.Component):
                 m.d.sync += [idx.eq(0), acc_m.eq(0), acc_bad.eq(0)]
             with m.Elif(a_int8):
                 m.d.sync += [idx.eq(idx + 1), acc_m.eq(new_m), acc_bad.eq(new_bad)]
+        return {"write": write, "block_end": block_end, "m": new_m, "bad": new_bad}
 
-        # ---- Scale pipeline: a block's M, when its last flit is written, to its FP16 scale in
-        # sfifo. It never stalls (sfifo cannot overflow, see above), and it runs while the block's
-        # flits wait in the data FIFO, so the sums never ride through the division.
+    def _scale_pipeline(self, m, block, sentry, sfifo):
+        """A block's M, when its last flit is written, to its FP16 scale in sfifo
+        (``SCALE_STAGES`` stages). It never stalls (sfifo cannot overflow, see
+        :meth:`elaborate`), and it runs while the block's flits wait in the data FIFO, so the sums
+        never ride through the division."""
         one = Const(1, 1)
-
-        def ride(values, stage, en=one, tag="s"):
-            return {k: register(m, en, v, f"{k}_{tag}{stage}") for k, v in values.items()}
-
         # c1..c8: 2M / 127 by long division, _DIV_CHUNK quotient bits per stage. The remainder
         # stays below 127, so each step is an 8-bit compare-and-subtract.
-        num = Cat(Const(0, 1), new_m)
+        num = Cat(Const(0, 1), block["m"])
         nbits = len(num)
         rem = Const(0, 7)
         quo = Const(0, nbits)
-        info = {"valid": write & block_end, "bad": new_bad}
+        info = {"valid": block["write"] & block["block_end"], "bad": block["bad"]}
         hi = nbits - 1
         stage = 1
         while hi >= 0:
@@ -183,14 +185,14 @@ class BlockQuantizer(wiring.Component):
             if lo > 0:
                 num = register(m, one, num[:lo], f"div_num_c{stage}", shape=lo)
                 num = Cat(num, Const(0, nbits - lo))
-            info = ride(info, stage, tag="c")
+            info = _ride(m, info, stage, tag="c")
             hi = lo - 1
             stage += 1
         # t = 2 * floor(2M / 127) + sticky: rounding t * 2**-26 (two or more bits are always
         # dropped, see FloatRounder's c = 2) gives the correctly rounded M * 2**-24 / 127.
         t = Cat(rem.any(), quo)
         scale_rnd = FloatRounder(m, one, t, Const(0, 1), Const(2, signed(4)), False, "scale")
-        info = ride(ride(info, stage, tag="c"), stage + 1, tag="c")
+        info = _ride(m, _ride(m, info, stage, tag="c"), stage + 1, tag="c")
         assert stage + 1 == self.SCALE_STAGES
         s_entry = data.View(sentry, sfifo.w_data)
         m.d.comb += [
@@ -200,7 +202,9 @@ class BlockQuantizer(wiring.Component):
             s_entry.bad.eq(info["bad"]),
         ]
 
-        # ---- Output side: one pipeline, every register loads on en_b.
+    def _output_head(self, m, entry, sentry, dfifo, sfifo):
+        """Pops the FIFOs into the output pipeline, every register of which loads on ``en_b``:
+        an INT8 flit waits for its block's scale. Returns ``(en_b, fields of the head)``."""
         en_b = Signal()
         m.d.comb += en_b.eq(~self.o.valid | self.o.ready)
         head = data.View(entry, dfifo.r_data)
@@ -211,8 +215,16 @@ class BlockQuantizer(wiring.Component):
         m.d.comb += [dfifo.r_en.eq(take), sfifo.r_en.eq(take & head_int8 & head.block_end)]
         info = {"valid": head_ok, "dtype": head.s.dtype, "last": head.s.last,
                 "mag": head.s.sum, "neg": head.neg, "len": head.len, "exp": head.s.exp,
-                "nan": head.s.nan, "pinf": head.s.pinf, "ninf": head.s.ninf, "bad": shead.bad}
-        s_bits, s_sat = shead.scale, shead.ovf
+                "nan": head.s.nan, "pinf": head.s.pinf, "ninf": head.s.ninf, "bad": shead.bad,
+                "scale": shead.scale, "ovf": shead.ovf}
+        return en_b, info
+
+    def _q1_shift(self, m, en_b, info):
+        """Stage Q1: the block's divisor and reciprocal, and per lane the one shared shifter
+        (FP16/BF16 rounding window, INT8 dividend). Returns ``(lanes, block, info)``."""
+        w = self.flit_width
+        l16, l8 = lanes16(w), lanes8(w)
+        s_bits, s_sat = info["scale"], info["ovf"]
         stage = 1
 
         # Q1: S = D << sh. W = (2|V|) >> sh, so 2V/S = W/D up to the bits dropped (`low`). A
@@ -263,35 +275,50 @@ class BlockQuantizer(wiring.Component):
                 wq = wire(m, (x >> d_amt)[:19], f"q1w_l{lane}", shape=19)
                 low = (x & low_mask).any()
             sat = s_sat & info["mag"][lane][47:_MAG_WIDTH].any()
-            q1[lane] = ride({"w": wq, "low": low, "sat": sat, "neg": info["neg"][lane], **fields},
-                            stage, en_b)
-        blk = ride({"d": d_val, "scale": s_bits, "ovf": s_sat}, stage, en_b)
+            q1[lane] = _ride(m, {"w": wq, "low": low, "sat": sat, "neg": info["neg"][lane],
+                                 **fields}, stage, en_b)
+        blk = _ride(m, {"d": d_val, "scale": s_bits, "ovf": s_sat}, stage, en_b)
         blk["r"] = recip_rd.data
-        info = ride({k: info[k] for k in ("valid", "dtype", "last", "nan", "pinf", "ninf", "bad")},
-                    stage, en_b)
-        stage += 1
+        info = _ride(m, {k: info[k] for k in ("valid", "dtype", "last", "nan", "pinf", "ninf",
+                                              "bad")}, stage, en_b)
+        return q1, blk, info
 
-        # Q2: FP16/BF16 lanes round (results in the same stage as the division's Q2 below).
+    def _q2_round(self, m, en_b, q1, info):
+        """Stage Q2, FP16/BF16 lanes: round (results in the same stage as the division's Q2).
+        Returns each lane's ``(bits, overflow)`` registers."""
         rnd = []
-        for lane in range(l16):
+        for lane in range(lanes16(self.flit_width)):
             ql = q1[lane]
             rnd.append(rne_finish(m, en_b, ql["w"][1:13], ql["w"][0], ql["low"], ql["ebias"],
                                   ql["neg"], ql["nz"], info["dtype"] == DType.BF16, f"lane{lane}"))
+        return rnd
 
+    def _q2_divide(self, m, en_b, q1, blk, info):
+        """Stage Q2, INT8 lanes: the estimate ``qe`` of ``W / D'`` by the reciprocal (the first
+        multiplier). Returns ``(lanes, block, info)`` registered."""
+        stage = 2
         # Q2, Q3: W / D' by the reciprocal, on two multipliers (DSPs) per lane. R = 2**20/D' - e
         # with 0 <= e < 1 and W < 2**19, so qe = floor(W * R / 2**20) (< 2**9) is floor(W/D') or
         # one less (W * e / 2**20 < 1/2); the exact remainder W - qe * D', in [0, 2D'), says
         # which, and gives the sticky bit. A quotient of 256 or more is clamped to 127 below.
         # Checked exhaustively, every D' and every 19-bit W: tb/test_datapath.py.
         q2 = {}
-        for lane in range(l8):
+        for lane in range(lanes8(self.flit_width)):
             prod = wire(m, q1[lane]["w"] * blk["r"], f"q2_wr_l{lane}", shape=30)
-            q2[lane] = ride({"qe": prod[20:29], "w": q1[lane]["w"][:12], "low": q1[lane]["low"],
-                             "sat": q1[lane]["sat"], "neg": q1[lane]["neg"]}, stage, en_b)
-        blk = ride({k: blk[k] for k in ("d", "scale", "ovf")}, stage, en_b)
-        info = ride(info, stage, en_b)
-        stage += 1
+            q2[lane] = _ride(m, {"qe": prod[20:29], "w": q1[lane]["w"][:12],
+                                 "low": q1[lane]["low"], "sat": q1[lane]["sat"],
+                                 "neg": q1[lane]["neg"]}, stage, en_b)
+        blk = _ride(m, {k: blk[k] for k in ("d", "scale", "ovf")}, stage, en_b)
+        info = _ride(m, info, stage, en_b)
+        return q2, blk, info
 
+    def _q3_pack(self, m, en_b, q2, rnd, blk, info):
+        """Stage Q3: the INT8 quotient's exact correction, ties and clamping (the second
+        multiplier); the FP16/BF16 non-finite override; the output flit, scale and status into
+        the output register, which drives ``o``."""
+        w = self.flit_width
+        l16, l8 = lanes16(w), lanes8(w)
+        stage = 3
         q_out = []
         for lane in range(l8):
             ql = q2[lane]
@@ -330,9 +357,24 @@ class BlockQuantizer(wiring.Component):
             "scale": Mux(int8, Mux(info["bad"], _FP16_QNAN, blk["scale"]), 0),
             "status": Mux(int8, i_status, f_status),
         }
-        out = ride(out, stage, en_b)
+        out = _ride(m, out, stage, en_b)
         assert stage == self.OUTPUT_STAGES, stage
         m.d.comb += self.o.valid.eq(out["valid"])
         for k in ("dtype", "last", "data", "scale", "status"):
             m.d.comb += self.o.payload[k].eq(out[k])
-        return m
+
+
+def _ride(m, values, stage, en=Const(1, 1), tag="s"):
+    """Register every value of ``values`` (a dict) on ``en``, named ``{key}_{tag}{stage}``."""
+    return {k: register(m, en, v, f"{k}_{tag}{stage}") for k, v in values.items()}
+
+
+def _max_tree(m, values, tag, levels=None):
+    """Pairwise maximum of ``values``, ``levels`` levels of it (all: one value left)."""
+    level = 0
+    while len(values) > 1 and (levels is None or level < levels):
+        values = [wire(m, Mux(values[j + 1] > values[j], values[j + 1], values[j]),
+                       f"{tag}_{level}_{j}") if j + 1 < len(values) else values[j]
+                  for j in range(0, len(values), 2)]
+        level += 1
+    return values

@@ -13,6 +13,7 @@ from amaranth.hdl import Cat, Const, Mux, Signal, signed, unsigned
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
+from ...params import check_choice, check_int
 from ..dtype import BLOCK_ELEMENTS, DType
 
 
@@ -41,13 +42,9 @@ def check_params(n_inputs, flit_width):
     ValueError
         If ``n_inputs`` is not between 2 and 8 or ``flit_width`` not one of 64, 128, 256, 512.
     """
-    for name, value in (("n_inputs", n_inputs), ("flit_width", flit_width)):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"{name} must be an integer, not {value!r}")
-    if not MIN_INPUTS <= n_inputs <= MAX_INPUTS:
-        raise ValueError(f"n_inputs must be between {MIN_INPUTS} and {MAX_INPUTS}, not {n_inputs!r}")
-    if flit_width not in FLIT_WIDTHS:
-        raise ValueError(f"flit_width must be 64, 128, 256 or 512, not {flit_width!r}")
+    check_int("n_inputs", n_inputs, MIN_INPUTS, MAX_INPUTS)
+    check_int("flit_width", flit_width)
+    check_choice("flit_width", flit_width, FLIT_WIDTHS)
 
 
 def lanes16(flit_width):

@@ -63,7 +63,6 @@ class TreeReducer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n, w = self.n_inputs, self.flit_width
-        l16, l8 = lanes16(w), lanes8(w)
         ip = self.i.payload
 
         en = Signal()
@@ -71,18 +70,42 @@ class TreeReducer(wiring.Component):
 
         # Every participant's flit, decoded (no register: stage 1 below registers what it needs).
         parts = [dequantize(m, ip.dtype, ip.data[p], ip.scale[p], w, f"deq_p{p}") for p in range(n)]
+        ride = self._flags(parts)
+        exps, ops = self._align(m, en, parts)
+        ride = _step(m, en, ride, 1)
+        terms = self._terms(m, ride, ops)
+        sums, exps, ride = self._adder_tree(m, en, terms, exps, ride)
 
-        # Fields that ride along unchanged, one register per stage.
+        o = self.o.payload
+        m.d.comb += [
+            self.o.valid.eq(ride["valid"]),
+            o.dtype.eq(ride["dtype"]),
+            o.last.eq(ride["last"]),
+            o.nan.eq(ride["nan"]),
+            o.pinf.eq(ride["pinf"]),
+            o.ninf.eq(ride["ninf"]),
+            o.bad.eq(ride["bad"]),
+        ]
+        for lane in range(lanes8(w)):
+            m.d.comb += o.sum[lane].eq(sums[lane])
+        for lane in range(lanes16(w)):
+            m.d.comb += o.exp[lane].eq(exps[lane])
+        return m
+
+    def _flags(self, parts):
+        """The fields that ride along unchanged (one register per stage): the input's framing and
+        the non-finite and bad-scale flags, ORed over the participants."""
+        ip = self.i.payload
         any_nan = parts[0].nan
         any_pinf = parts[0].pinf
         any_ninf = parts[0].ninf
         any_bad = parts[0].bad
-        for p in range(1, n):
+        for p in range(1, self.n_inputs):
             any_nan = any_nan | parts[p].nan
             any_pinf = any_pinf | parts[p].pinf
             any_ninf = any_ninf | parts[p].ninf
             any_bad = any_bad | parts[p].bad
-        ride = {
+        return {
             "valid": self.i.valid,
             "dtype": ip.dtype,
             "last": ip.last,
@@ -92,11 +115,14 @@ class TreeReducer(wiring.Component):
             "bad": any_bad,
         }
 
-        def step(values, stage):
-            return {k: register(m, en, v, f"{k}_{stage}") for k, v in values.items()}
-
-        # Stage 1: largest exponent per lane (BF16) and, per participant and lane, the operand
-        # and the shift of its term: base << amount >> 8 (arithmetic).
+    def _align(self, m, en, parts):
+        """Stage 1: the largest exponent per lane (BF16) and, per participant and lane, the operand
+        and the shift of its term. Returns ``(exps, ops)``: the registered lane exponents, and
+        ``ops`` = ``{"base", "amount", "q", "ssig", "ssh"}`` of registers."""
+        n, w = self.n_inputs, self.flit_width
+        l16, l8 = lanes16(w), lanes8(w)
+        ip = self.i.payload
+        # The term is base << amount >> 8 (arithmetic).
         # FP16 and INT8: amount = exp + 8, so the term is base << exp exactly (INT8: times ssig).
         # BF16: amount = 40 - dist = exp + (40 - E) gives (bsig << 32) >> dist. A negative
         # significand must be truncated towards zero, and an arithmetic shift rounds down, so for
@@ -133,13 +159,18 @@ class TreeReducer(wiring.Component):
                 q[p, lane] = register(m, en, part.q[lane - l16], f"q1_p{p}_l{lane}")
             ssig[p] = register(m, en, part.ssig, f"ssig1_p{p}")
             ssh[p] = register(m, en, part.ssh, f"ssh1_p{p}")
-        ride = step(ride, 1)
+        return exps, {"base": base, "amount": amount, "q": q, "ssig": ssig, "ssh": ssh}
 
-        # Stage 2: the terms, each from one multiplier (a DSP) and a 3:1 multiplexer, and the first
-        # adder level. The multiplier does operand * 2**(amount mod 16): INT8 q * (ssig << f),
-        # with ssig << f formed once per participant; FP16/BF16 base * a one-hot 2**f. The
-        # multiplexer does the multiple of 16 that is left: term = (prod << 16 * c) >> 8, exact
-        # for FP16 and INT8 (amount >= 8).
+    def _terms(self, m, ride, ops):
+        """Stage 2, before the first adder level: the terms, each from one multiplier (a DSP) and
+        a 3:1 multiplexer. Returns ``{(participant, lane): term}`` (combinational)."""
+        n, w = self.n_inputs, self.flit_width
+        l16, l8 = lanes16(w), lanes8(w)
+        base, amount, q, ssig, ssh = (ops[k] for k in ("base", "amount", "q", "ssig", "ssh"))
+        # The multiplier does operand * 2**(amount mod 16): INT8 q * (ssig << f), with ssig << f
+        # formed once per participant; FP16/BF16 base * a one-hot 2**f. The multiplexer does the
+        # multiple of 16 that is left: term = (prod << 16 * c) >> 8, exact for FP16 and INT8
+        # (amount >= 8).
         is_int8 = ride["dtype"] == DType.INT8
         terms = {}
         for p in range(n):
@@ -159,8 +190,13 @@ class TreeReducer(wiring.Component):
                 shifted = Mux(c == 0, prod, Mux(c == 1, prod << 16, prod << 32))
                 terms[p, lane] = wire(m, shifted[8:8 + TERM_WIDTH].as_signed(),
                                       f"term2_p{p}_l{lane}", shape=signed(TERM_WIDTH))
+        return terms
 
-        # Adder tree: one registered level per halving; an odd operand passes to the next level.
+    def _adder_tree(self, m, en, terms, exps, ride):
+        """Stages 2 to ``latency``: one registered adder level per halving (an odd operand passes
+        to the next level), the exponents and flags riding along. Returns
+        ``(per-lane sums, exps, ride)``."""
+        n, l8 = self.n_inputs, lanes8(self.flit_width)
         levels = [[terms[p, lane] for p in range(n)] for lane in range(l8)]
         stage = 2
         while len(levels[0]) > 1:
@@ -176,22 +212,12 @@ class TreeReducer(wiring.Component):
                 nxt.append(out)
             levels = nxt
             exps = [register(m, en, e, f"emax{stage}_l{lane}", shape=8) for lane, e in enumerate(exps)]
-            ride = step(ride, stage)
+            ride = _step(m, en, ride, stage)
             stage += 1
         assert stage - 1 == self.latency
+        return [ops[0] for ops in levels], exps, ride
 
-        o = self.o.payload
-        m.d.comb += [
-            self.o.valid.eq(ride["valid"]),
-            o.dtype.eq(ride["dtype"]),
-            o.last.eq(ride["last"]),
-            o.nan.eq(ride["nan"]),
-            o.pinf.eq(ride["pinf"]),
-            o.ninf.eq(ride["ninf"]),
-            o.bad.eq(ride["bad"]),
-        ]
-        for lane in range(l8):
-            m.d.comb += o.sum[lane].eq(levels[lane][0])
-        for lane in range(l16):
-            m.d.comb += o.exp[lane].eq(exps[lane])
-        return m
+
+def _step(m, en, values, stage):
+    """Register every value of ``values`` (a dict) on ``en``, named ``{key}_{stage}``."""
+    return {k: register(m, en, v, f"{k}_{stage}") for k, v in values.items()}
