@@ -21,7 +21,7 @@ from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
-from ..hdl.isa.descriptor import IsaParams
+from ..hdl.isa import IsaParams
 from ..hdl.packet import FabricParams
 from ..hdl.params import check_int
 from ..hdl.scin_switch import ScinSwitch

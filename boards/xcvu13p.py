@@ -28,7 +28,7 @@ from amaranth.vendor import XilinxPlatform
 from amaranth_boards.resources import LEDResources
 
 from ..hdl.catalog import DEFAULT_CREDITS, DEFAULT_ISA_DEPTH
-from ..hdl.isa.descriptor import IsaParams
+from ..hdl.isa import IsaParams
 from ..hdl.packet import FabricParams
 from . import blackbox
 from ..hdl.params import check_type

@@ -63,13 +63,13 @@ SIMULATION_ONLY = frozenset({"link", "axi_memory", "endpoint", "system"})
 
 
 def _isa(params):
-    from .isa.descriptor import IsaParams
+    from .isa import IsaParams
     from .isa.isa import Isa
     return Isa(IsaParams(fabric=params))
 
 
 def _scin_switch(params):
-    from .isa.descriptor import IsaParams
+    from .isa import IsaParams
     from .scin_switch import ScinSwitch
     return ScinSwitch(IsaParams(fabric=params), credits=DEFAULT_CREDITS, isa_depth=DEFAULT_ISA_DEPTH)
 
@@ -86,7 +86,7 @@ def _endpoint_block(params, which):
 
 
 def _system(params):
-    from .isa.descriptor import IsaParams
+    from .isa import IsaParams
     from .system import System, SystemParams
     return System(SystemParams(isa=IsaParams(fabric=params), mem_size=1 << 16))
 

@@ -10,7 +10,7 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from .isa.descriptor import IsaParams
+from .isa import IsaParams
 from .isa.instruction_buffer import load_layout
 from .isa.isa import Isa
 from .isa.wave_controller import counters_layout

@@ -14,7 +14,7 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 from .endpoint import Endpoint
 from .endpoint.accelerator import command_layout, event_layout
 from .endpoint.memory import MIN_LATENCY
-from .isa.descriptor import IsaParams
+from .isa import IsaParams
 from .isa.instruction_buffer import load_layout
 from .isa.wave_controller import counters_layout
 from .packet import NUM_CLASSES

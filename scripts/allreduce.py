@@ -52,7 +52,7 @@ def add_arguments(p):
 
 
 def _status_text(status):
-    from ..hdl.isa.descriptor import FlagStatus
+    from ..hdl.isa import FlagStatus
     if status == 0:
         return "ok"
     return "|".join(flag.name.lower() for flag in FlagStatus if status & flag.value) or str(status)

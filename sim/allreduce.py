@@ -119,7 +119,7 @@ def memory_map(cfg):
 
 def plan_params(plan):
     """The :class:`~scin.hdl.system.SystemParams` a plan describes (used on both sides)."""
-    from ..hdl.isa.descriptor import IsaParams
+    from ..hdl.isa import IsaParams
     from ..hdl.packet import FabricParams
     from ..hdl.system import SystemParams
     fabric = FabricParams.default_for(flit_width=plan["flit_width"], ports=plan["endpoints"])
@@ -169,8 +169,8 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     finish). A result mismatch is not an exception: it is ``match = false`` in the report.
     """
     from ..hdl.codec import unpack
-    from ..hdl.isa.descriptor import Op, FlagMode, check_descriptor, flag_layout
-    from ..hdl.isa.dtype import DType
+    from ..hdl.isa import Op, FlagMode, check_descriptor, flag_layout
+    from ..hdl.isa import DType
     from ..hdl.system import System
     from .runner import verilog_for, run_cocotb, SimulationError
 

@@ -92,8 +92,8 @@ def make_plan(cfg):
     """Draw the collectives and lay them out in memory. Returns ``(plan, images, expected)``:
     the JSON plan for the simulator, ``images[i] = [(byte_addr, bytes)]`` to load into endpoint
     ``i``, and the expected outcome of every collective."""
-    from ..hdl.isa.descriptor import Op, FlagMode, FlagStatus, check_descriptor
-    from ..hdl.isa.dtype import DType
+    from ..hdl.isa import Op, FlagMode, FlagStatus, check_descriptor
+    from ..hdl.isa import DType
     DATA_FLAGS = (FlagStatus.OVERFLOW | FlagStatus.INVALID).value
     params = plan_params(cfg.hardware())
     isa = params.isa
@@ -258,7 +258,7 @@ def verify(expected, plan, result, memories):
     """Check every collective, isolation and ordinary traffic; return the summary."""
     from ..hdl.endpoint.accelerator import pattern_bytes
     from ..hdl.codec import pack, unpack
-    from ..hdl.isa.descriptor import FlagStatus, flag_layout
+    from ..hdl.isa import FlagStatus, flag_layout
     n = len(memories)
     failures = []
     outcome = Counter()

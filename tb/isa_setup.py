@@ -6,7 +6,7 @@ endpoint model's memory, and the random inputs.
 import numpy as np
 
 from scin.hdl.codec import pack
-from scin.hdl.isa.descriptor import FlagStatus, IsaParams, flag_layout
+from scin.hdl.isa import FlagStatus, IsaParams, flag_layout
 from scin.hdl.packet import FabricParams
 from scin.sim import numerics
 from scin.sim.testbench.isa_program import read_counters

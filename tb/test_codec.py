@@ -18,10 +18,10 @@ from scin.hdl.codec import field_mask, layout_width, pack, unpack
 from scin.hdl.endpoint.accelerator import command_layout, event_layout
 from scin.hdl.endpoint.axi import AxiParams
 from scin.hdl.isa.datapath.common import input_layout, output_layout, sum_layout
-from scin.hdl.isa.descriptor import IsaParams, descriptor_layout, flag_layout
-from scin.hdl.isa.instruction_buffer import load_layout
+from scin.hdl.isa import IsaParams, descriptor_layout, flag_layout
+from scin.hdl.isa import load_layout
 from scin.hdl.isa.read_issuer import job_layout, message_layout
-from scin.hdl.isa.wave_controller import counters_layout
+from scin.hdl.isa import counters_layout
 from scin.hdl.isa.wave_table import arm_layout
 from scin.hdl.isa.writeback import flag_request_layout
 from scin.hdl.packet import FabricParams, Opcode, Status

@@ -19,7 +19,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from scin.hdl.codec import pack, unpack
 from scin.hdl.isa.datapath import Datapath, input_layout, lanes16, lanes8, output_layout
 from scin.hdl.isa.datapath.common import check_params
-from scin.hdl.isa.dtype import DType
+from scin.hdl.isa import DType
 from scin.sim import numerics
 from scin.sim.runner import run_cocotb, verilog_for
 from scin.sim.testbench.env import cocotb_module, start, tb_config, tb_rng

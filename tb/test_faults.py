@@ -21,9 +21,9 @@ import pytest
 from cocotb.triggers import ClockCycles
 
 from scin.hdl.codec import pack, unpack
-from scin.hdl.isa.descriptor import IsaParams, Op, FlagMode, FlagStatus, flag_layout
-from scin.hdl.isa.dtype import DType
-from scin.hdl.isa.isa import Isa
+from scin.hdl.isa import IsaParams, Op, FlagMode, FlagStatus, flag_layout
+from scin.hdl.isa import DType
+from scin.hdl.isa import Isa
 from scin.hdl.isa import ReadKind, read_tag
 from scin.hdl.packet import FabricParams, MsgClass, Status
 from scin.sim import numerics

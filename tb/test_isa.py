@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from cocotb.triggers import RisingEdge
 
-from scin.hdl.isa.descriptor import Op, FlagMode, FlagStatus
-from scin.hdl.isa.dtype import DType
-from scin.hdl.isa.isa import Isa
+from scin.hdl.isa import Op, FlagMode, FlagStatus
+from scin.hdl.isa import DType
+from scin.hdl.isa import Isa
 from scin.hdl.packet import MsgClass, Opcode
 from scin.sim import numerics
 from scin.sim.runner import verilog_for, run_cocotb

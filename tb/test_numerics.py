@@ -608,7 +608,7 @@ def test_quantize_2d_and_empty():
 
 def test_allreduce_is_one_entry_for_every_dtype():
     """``allreduce(dtype, ...)`` returns what the per-dtype function does, in one shape."""
-    from scin.hdl.isa.dtype import DType
+    from scin.hdl.isa import DType
     rng = np.random.default_rng(4)
     x = rng.standard_normal((3, 130)).astype(np.float16)
     bits = rng.integers(0, 1 << 16, size=(3, 130)).astype(np.uint16)

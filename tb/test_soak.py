@@ -73,7 +73,7 @@ def _perfect_run(expected):
     """Memories and flags as a correct run of ``expected`` leaves them."""
     import numpy as np
     from scin.hdl.codec import pack
-    from scin.hdl.isa.descriptor import flag_layout
+    from scin.hdl.isa import flag_layout
     mem = [np.zeros(4 << 20, np.uint8) for _ in range(4)]
     flags = {}
     for e in expected:

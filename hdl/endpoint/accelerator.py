@@ -40,7 +40,7 @@ class EventKind(enum.Enum, shape=2):
 
 
 #: The completion flag word (32-bit little-endian in endpoint memory, written by the ISA) and its
-#: status bits are defined by the ISA: :func:`scin.hdl.isa.descriptor.flag_layout`, ``FlagStatus``.
+#: status bits are defined by the ISA: :func:`scin.hdl.packet.flag_layout`, ``FlagStatus``.
 FLAG_LAYOUT = flag_layout()
 
 

@@ -14,7 +14,7 @@ import cocotb
 from cocotb.triggers import RisingEdge
 
 from scin.hdl.codec import unpack
-from scin.hdl.isa.descriptor import flag_layout
+from scin.hdl.isa import flag_layout
 from scin.hdl.packet import MsgClass, Opcode, Status
 
 from .streams import StreamSource, StreamSink

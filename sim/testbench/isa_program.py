@@ -1,14 +1,14 @@
 """The ISA's control plane seen from a testbench: loading a program of descriptors into its
 instruction buffer, and reading its counters.
 
-Descriptors are dicts of :func:`~scin.hdl.isa.descriptor.descriptor_layout` fields (enum members
+Descriptors are dicts of :func:`~scin.hdl.isa.descriptor_layout` fields (enum members
 or their values), packed with :mod:`scin.hdl.codec`.
 """
 
 from scin.hdl.codec import pack, unpack
-from scin.hdl.isa.descriptor import descriptor_layout
-from scin.hdl.isa.instruction_buffer import load_layout
-from scin.hdl.isa.wave_controller import counters_layout
+from scin.hdl.isa import descriptor_layout
+from scin.hdl.isa import load_layout
+from scin.hdl.isa import counters_layout
 
 from .env import read_int
 
