@@ -57,8 +57,9 @@ class SimulationError(RuntimeError):
 
 
 def hdl_fingerprint():
-    """A hash of every Python and Verilog file under ``hdl/``: cached Verilog and simulator
-    builds are stale when the HDL changes."""
+    """A hash of every Python and Verilog file under ``hdl/``: the key of the Verilog cache
+    (:func:`verilog_for`), which is stale when the HDL changes. Simulator builds are keyed by the
+    Verilog instead (:func:`build_key`)."""
     digest = hashlib.sha256()
     hdl = REPO_ROOT / "hdl"
     for path in sorted([*hdl.rglob("*.py"), *hdl.rglob("*.v")]):
@@ -162,9 +163,16 @@ def extra_sources(verilog_path):
 
 def simulation_sources(verilog_path, top):
     """What a simulator compiles for the design in ``verilog_path``: ``[(file name, text)]``, the
-    simulation variant of the Verilog (:func:`sim_variant`) first, then every extra source."""
+    simulation variant of the Verilog (:func:`sim_variant`) first, then every extra source.
+
+    The variant is kept beside the Verilog (``<top>-<hash>-sim.v``): rewriting a large design
+    takes seconds, and every run needs its text for the build key."""
     verilog_path = Path(verilog_path)
-    sources = [(f"{top}.v", sim_variant(verilog_path.read_text()))]
+    variant = verilog_path.with_name(verilog_path.stem + "-sim.v")
+    with _locked(variant.with_suffix(".lock")):
+        if not variant.exists() or variant.stat().st_mtime < verilog_path.stat().st_mtime:
+            _atomic_write(variant, sim_variant(verilog_path.read_text()))
+    sources = [(f"{top}.v", variant.read_text())]
     return sources + [(extra.name, extra.read_text()) for extra in extra_sources(verilog_path)]
 
 
