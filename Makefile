@@ -7,7 +7,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-# Parallel test workers; each test builds in its own locked directory (see sim/runner.py).
+# Parallel test workers; each model builds once, in its own locked directory (see sim/runner.py).
+# --maxschedchunk 1: a worker takes one test at a time, in the order of tb/conftest.py (longest
+# first), so the long tests start at once, on different workers, instead of queueing on one.
 JOBS   ?= auto
 
 .PHONY: setup demo test lint synth verilog clean
@@ -25,7 +27,7 @@ demo: $(STAMP)
 	$(BIN)/scin allreduce --endpoints 4 --dtype fp16 --size 64KiB
 
 test: $(STAMP)
-	$(BIN)/pytest -n $(JOBS) -q --durations=25
+	$(BIN)/pytest -n $(JOBS) --maxschedchunk 1 -q --durations=25
 
 lint: $(STAMP)
 	$(BIN)/scin lint

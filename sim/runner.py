@@ -4,17 +4,25 @@ Used by every testbench (under pytest) and by the CLI. Two caches make repeated 
 
 * Verilog is written once per (top name, configuration key, HDL source tree) to
   ``.build/verilog/<top>-<hash>.v``, atomically (temporary file + ``os.replace``), so parallel test
-  workers never read a half-written file.
-* Each simulator build lives in ``.build/<sim>/<top>-<hash>/`` and is guarded by a file lock, so two
-  workers that need the same build wait for one another instead of racing ``make``. Each *run* gets its
-  own test directory, so results files and waveforms never collide.
+  workers never read a half-written file. This first level is keyed by the *sources*: any edit in
+  ``hdl/`` re-elaborates (seconds), but that alone rebuilds nothing.
+* Each simulator build lives in ``.build/<sim>/<top>-<key>/``, where ``key`` (:func:`build_key`)
+  hashes exactly what the simulator compiles: the simulation variant of the Verilog, every extra
+  source, the toplevel, the simulator and its version, cocotb's version and the build flags. An
+  edit that leaves the Verilog unchanged (a comment, a docstring, a refactoring) reuses every
+  model. The directory holds its own copy of the sources (``src/``) and a ``built`` stamp written
+  after a successful build; it is guarded by a file lock, so two workers that need the same build
+  wait for one another instead of racing ``make``. Each *run* gets its own test directory, so
+  results files and waveforms never collide.
 """
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
 import re
+import subprocess
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +30,8 @@ from pathlib import Path
 from .toolchain import BUILD_ROOT, REPO_ROOT, have_icarus, setup_environment
 
 
-__all__ = ["SIMULATORS", "SimulationError", "verilog_for", "run_cocotb", "hdl_fingerprint"]
+__all__ = ["SIMULATORS", "SimulationError", "verilog_for", "run_cocotb", "hdl_fingerprint",
+           "sim_variant", "simulation_sources", "build_flags", "build_key", "build_dir_for"]
 
 SIMULATORS = ("verilator", "icarus")
 
@@ -36,14 +45,21 @@ VERILATOR_WAIVERS = [
     "-Wno-fatal",
 ]
 
+#: The simulation time unit and precision of every build (part of the build key).
+TIMESCALE = ("1ns", "1ps")
+#: Bump when the way a build is made changes in a way the key does not capture (e.g. a new
+#: step in :func:`run_cocotb`), so old builds are not reused.
+BUILD_SCHEME = 1
+
 
 class SimulationError(RuntimeError):
     """A simulation ran but at least one cocotb test failed, or the simulator crashed."""
 
 
 def hdl_fingerprint():
-    """A hash of every Python and Verilog file under ``hdl/``: cached Verilog and simulator
-    builds are stale when the HDL changes."""
+    """A hash of every Python and Verilog file under ``hdl/``: the key of the Verilog cache
+    (:func:`verilog_for`), which is stale when the HDL changes. Simulator builds are keyed by the
+    Verilog instead (:func:`build_key`)."""
     digest = hashlib.sha256()
     hdl = REPO_ROOT / "hdl"
     for path in sorted([*hdl.rglob("*.py"), *hdl.rglob("*.v")]):
@@ -98,8 +114,8 @@ def verilog_for(make_component, top, config_key):
     return path
 
 
-def _sim_variant(path):
-    """The Verilog with Yosys's time-0 trigger made reliable, for simulation.
+def sim_variant(text):
+    """The Verilog ``text`` with Yosys's time-0 trigger made reliable, for simulation.
 
     Yosys makes every combinational ``always @*`` block read a dummy register initialised at time 0,
     so that each block runs once before anything changes. Icarus may start the blocks after that
@@ -110,16 +126,11 @@ def _sim_variant(path):
     (Verilator says so: ALWNEVER), which left e.g. a constant opcode field at 0. (``always_comb`` would also run at time 0,
     but Icarus 11 widens its sensitivity to whole vectors, which made some blocks oscillate.)
     """
-    variant = path.with_name(path.stem + "-sim.v")
-    with _locked(variant.with_suffix(".lock")):
-        if not variant.exists() or variant.stat().st_mtime < path.stat().st_mtime:
-            text = re.sub(r"(reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;)",
-                          r"\1\n  initial #0 \2 = 1;", path.read_text())
-            # Blocks that only assign a constant read nothing, not even the dummy register: they
-            # would never run. They mean "this is always the constant": an `initial` says it.
-            text = re.sub(r"always @\*\n(\s+[^\n;=]+ = \d+'[hbd][0-9a-fA-F_]+;\n)", r"initial\n\1", text)
-            _atomic_write(variant, text)
-    return variant
+    text = re.sub(r"(reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;)",
+                  r"\1\n  initial #0 \2 = 1;", text)
+    # Blocks that only assign a constant read nothing, not even the dummy register: they
+    # would never run. They mean "this is always the constant": an `initial` says it.
+    return re.sub(r"always @\*\n(\s+[^\n;=]+ = \d+'[hbd][0-9a-fA-F_]+;\n)", r"initial\n\1", text)
 
 
 def _lean_verilator():
@@ -150,9 +161,105 @@ def extra_sources(verilog_path):
     return [SIM_RAM_VERILOG] if SIM_RAM_MODULE.encode() in text else []
 
 
+def simulation_sources(verilog_path, top):
+    """What a simulator compiles for the design in ``verilog_path``: ``[(file name, text)]``, the
+    simulation variant of the Verilog (:func:`sim_variant`) first, then every extra source.
+
+    The variant is kept beside the Verilog (``<top>-<hash>-sim.v``): rewriting a large design
+    takes seconds, and every run needs its text for the build key."""
+    verilog_path = Path(verilog_path)
+    variant = verilog_path.with_name(verilog_path.stem + "-sim.v")
+    with _locked(variant.with_suffix(".lock")):
+        if not variant.exists() or variant.stat().st_mtime < verilog_path.stat().st_mtime:
+            _atomic_write(variant, sim_variant(verilog_path.read_text()))
+    sources = [(f"{top}.v", variant.read_text())]
+    return sources + [(extra.name, extra.read_text()) for extra in extra_sources(verilog_path)]
+
+
+def build_flags(sim):
+    """The flags a ``sim`` build is made with (beyond cocotb's own): part of the build key."""
+    if sim == "verilator":
+        return VERILATOR_WAIVERS + ["-O3", "--x-assign", "fast", "--x-initial", "fast", "--no-timing"]
+    return []
+
+
+@functools.cache
+def simulator_version(sim):
+    """The version line of ``sim`` as installed (the one on ``PATH`` after
+    :func:`~scin.sim.toolchain.setup_environment`), and of cocotb, which a build links against."""
+    import cocotb
+    setup_environment()
+    command = ["verilator", "--version"] if sim == "verilator" else ["iverilog", "-V"]
+    out = subprocess.run(command, capture_output=True, text=True).stdout.strip()
+    return f"{out.splitlines()[0] if out else '?'}; cocotb {cocotb.__version__}"
+
+
+def build_key(sim, top, sources, flags, *, waves=False, version=None):
+    """The key of a simulator build: a hash of everything that goes into it.
+
+    Parameters
+    ----------
+    sim : str
+        One of :data:`SIMULATORS`.
+    top : str
+        The toplevel module.
+    sources : list of (str, str)
+        ``(file name, text)`` of every source, as :func:`simulation_sources` gives them.
+    flags : list of str
+        The build flags (:func:`build_flags`).
+    waves : bool
+        Whether the build traces waveforms (Verilator compiles tracing in).
+    version : str, optional
+        The simulator's version line; by default :func:`simulator_version` asks the simulator.
+
+    Returns a 16-digit hex string. Equal inputs give equal keys whatever produced the Verilog.
+    """
+    if version is None:
+        version = simulator_version(sim)
+    files = [(name, hashlib.sha256(text.encode()).hexdigest()) for name, text in sources]
+    description = [BUILD_SCHEME, sim, version, top, list(flags), bool(waves), list(TIMESCALE), files]
+    return hashlib.sha256(json.dumps(description).encode()).hexdigest()[:16]
+
+
+def build_dir_for(sim, top, key):
+    """Where the build of ``key`` lives: ``.build/<sim>/<top>-<key>/``."""
+    return BUILD_ROOT / sim / f"{top}-{key}"
+
+
+def _build(runner, sim, top, sources, flags, waves):
+    """Build (once per key) and return the build directory. Under the directory's lock: copy the
+    sources into ``src/``, build, then write the ``built`` stamp; a build that fails leaves no
+    stamp, so the next run tries again."""
+    key = build_key(sim, top, sources, flags, waves=waves)
+    build_dir = build_dir_for(sim, top, key)
+    stamp = build_dir / "built"
+    if stamp.exists():
+        return build_dir
+    log_file = build_dir / "build.log"
+    with _locked(build_dir.with_suffix(".lock")):
+        if stamp.exists():          # built by another worker while we waited
+            return build_dir
+        paths = []
+        for name, text in sources:
+            path = build_dir / "src" / name
+            if not path.exists():
+                _atomic_write(path, text)
+            paths.append(path)
+        try:
+            runner.build(sources=paths, hdl_toplevel=top, build_dir=build_dir, build_args=flags,
+                         timescale=TIMESCALE, waves=waves, log_file=log_file)
+        except Exception as exc:
+            raise SimulationError(f"{sim} could not build {top} in {build_dir}: {exc}; "
+                                  f"see {log_file}") from exc
+        _atomic_write(stamp, json.dumps({"sim": sim, "top": top, "flags": flags, "waves": waves,
+                                         "version": simulator_version(sim),
+                                         "sources": [name for name, _ in sources]}, indent=1))
+    return build_dir
+
+
 def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None, config=None,
                waves=False, test_dir=None, extra_env=None, quiet=False, plusargs=()):
-    """Build (cached) and run the cocotb tests in ``test_module`` against ``top``.
+    """Build (once per :func:`build_key`) and run the cocotb tests in ``test_module`` against ``top``.
 
     ``config`` (JSON-serialisable) reaches the testbench as the ``SCIN_TB_CONFIG`` environment
     variable; read it with :func:`scin.sim.testbench.env.tb_config`. With ``quiet`` the simulator's log goes
@@ -176,21 +283,8 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
         raise RuntimeError("Icarus Verilog (iverilog, vvp) is not installed; "
                            "install it (Debian: apt-get install iverilog) or use --sim verilator")
     setup_environment()
-    verilog_path = Path(verilog_path)
-    sources = [_sim_variant(verilog_path), *extra_sources(verilog_path)]
-    verilog_path = sources[0]
-    build_dir = BUILD_ROOT / sim / (verilog_path.stem + ("-waves" if waves else ""))
     runner = _lean_verilator() if sim == "verilator" else get_runner(sim)
-    build_args = VERILATOR_WAIVERS + ["-O3", "--x-assign", "fast", "--x-initial", "fast", "--no-timing"] \
-        if sim == "verilator" else []
-    log_file = build_dir / "build.log"
-    with _locked(build_dir.with_suffix(".lock")):
-        try:
-            runner.build(sources=sources, hdl_toplevel=top, build_dir=build_dir,
-                         build_args=build_args, timescale=("1ns", "1ps"), waves=waves,
-                         log_file=log_file)
-        except Exception as exc:
-            raise SimulationError(f"{sim} could not build {verilog_path}: {exc}; see {log_file}") from exc
+    build_dir = _build(runner, sim, top, simulation_sources(verilog_path, top), build_flags(sim), waves)
     if test_dir is None:
         (BUILD_ROOT / "runs").mkdir(parents=True, exist_ok=True)
         test_dir = tempfile.mkdtemp(dir=BUILD_ROOT / "runs", prefix=f"{top}-{sim}-")
@@ -201,10 +295,12 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
     plusargs = list(plusargs)
     if waves and sim == "icarus":
         plusargs.append(f"+dumpfile_path={test_dir / (top + '.fst')}")
-    results = runner.test(test_module=test_module, hdl_toplevel=top, testcase=testcase, seed=seed,
+    # The language is given: a runner whose build was skipped cannot guess it from its sources.
+    results = runner.test(test_module=test_module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
+                          testcase=testcase, seed=seed,
                           extra_env=env, waves=waves, plusargs=plusargs, build_dir=build_dir, test_dir=test_dir,
                           results_xml=str(test_dir / "results.xml"),
-                          timescale=("1ns", "1ps"),
+                          timescale=TIMESCALE,
                           log_file=test_dir / "sim.log" if quiet else None)
     num_tests, num_failed = get_results(results)
     if num_tests == 0:

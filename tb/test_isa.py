@@ -4,6 +4,11 @@ golden model.
 Each port's endpoint model answers reads after a random latency and out of order, with random
 backpressure and idle cycles on every stream; results are compared bit for bit with
 ``scin.sim.numerics``, flags and counters are checked.
+
+Every test shares one ISA build per simulator (one configuration, ``isa_params``). Verilator runs
+each scenario in full; Icarus, many times slower on the ISA, runs a short form: no random pauses
+(so no stream driver wakes every cycle), and fewer replays (``ICARUS_FORM``), with every check.
+One case (``fp16_4KB+64B``) keeps its random pauses on Icarus too.
 """
 
 import cocotb
@@ -114,10 +119,21 @@ CASES = {
     "fp16_5slots":  dict(dtype="fp16", elements=10240 + 32),
 }
 
+#: What changes in a case's short form on Icarus (module docstring); ``stalls`` is off unless
+#: given here.
+ICARUS_FORM = {
+    "fp16_4KB+64B": dict(stalls=True),
+    "fp16_replay":  dict(replays=2),
+}
+
 
 @pytest.mark.parametrize("case", CASES)
 def test_isa_allreduce(sim, case):
+    """Each case in full on Verilator; on Icarus its short form (``ICARUS_FORM``: no random
+    pauses except in ``fp16_4KB+64B``, two replays instead of three), bit for bit on both."""
     cfg = dict(CASES[case])
+    if sim == "icarus":
+        cfg.update({"stalls": False, **ICARUS_FORM.get(case, {})})
     params = isa_params(cfg)
     path = verilog_for(lambda: Isa(params), "isa", repr(params))
     run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
@@ -125,24 +141,27 @@ def test_isa_allreduce(sim, case):
 
 
 async def start_isa(dut):
-    """The ISA with an endpoint model on every port (random pauses on every stream) and a
-    descriptor loader, out of reset: ``(params, ports, rng, eps, loader)``."""
-    params = isa_params(tb_config())
+    """The ISA with an endpoint model on every port (random pauses on every stream unless the
+    config says ``stalls: false``) and a descriptor loader, out of reset:
+    ``(params, ports, rng, eps, loader)``."""
+    cfg = tb_config()
+    params = isa_params(cfg)
     ports = params.fabric.ports
     rng = tb_rng(dut)
-    eps = [EndpointModel(dut, params.fabric, i, MEM, rng,
-                         pauses=lambda: random_pauses(rng, 0.2)) for i in range(ports)]
+    pauses = (lambda: random_pauses(rng, 0.2)) if cfg.get("stalls", True) else None
+    eps = [EndpointModel(dut, params.fabric, i, MEM, rng, pauses=pauses) for i in range(ports)]
     loader = StreamSource(dut, "load")
     await start(dut)
     return params, ports, rng, eps, loader
 
 
 def run_case(sim, testcase):
-    """Run one of this file's cocotb tests on the shared ISA build."""
+    """Run one of this file's cocotb tests on the shared ISA build: with random pauses on
+    Verilator, without on Icarus (module docstring)."""
     params = isa_params({})
     path = verilog_for(lambda: Isa(params), "isa", repr(params))
     run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
-               config={}, testcase=testcase)
+               config={"stalls": sim == "verilator"}, testcase=testcase)
 
 
 @cocotb.test()
@@ -301,12 +320,15 @@ async def bad_arrivals_and_requests(dut):
 
 
 def test_isa_bad_arrivals_and_requests(sim):
+    """Random pauses on Verilator, none on Icarus; the same checks on both."""
     run_case(sim, "bad_arrivals_and_requests")
 
 
 def test_isa_groups(sim):
+    """Random pauses on Verilator, none on Icarus; the same checks on both."""
     run_case(sim, "groups_do_not_wait_for_each_other")
 
 
 def test_isa_bad_input(sim):
+    """Random pauses on Verilator, none on Icarus; the same checks on both."""
     run_case(sim, "bad_input_then_good")

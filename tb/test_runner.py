@@ -1,0 +1,127 @@
+"""The simulator build cache of ``sim/runner.py``: a build is keyed by what the simulator compiles
+(the simulation Verilog, extra sources, toplevel, simulator and version, flags), not by the Python
+that produced it. A tiny counter stands in for a real block, so nothing here needs a big build."""
+
+import hashlib
+import importlib.util
+
+import cocotb
+import pytest
+from cocotb.triggers import ClockCycles
+
+from scin.sim import runner
+from scin.tb.common import start, read_int, tb_config, cocotb_module
+
+
+#: A component written out as a module of its own, so a test can edit its comments.
+COUNTER = '''\
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import Out
+
+
+class Counter(wiring.Component):
+    """Counts up by {step} every cycle. {comment}"""
+    count: Out(8)
+
+    def elaborate(self, platform):
+        m = Module()
+        # {comment}
+        m.d.sync += self.count.eq(self.count + {step})
+        return m
+'''
+
+
+def counter_verilog(tmp_path, step, comment):
+    """Write the counter's source, import it and convert it with :func:`runner.verilog_for`,
+    keyed (as ``hdl/`` is) by the hash of that source: a comment change is a new first-level
+    entry, i.e. a new Verilog file."""
+    source = COUNTER.format(step=step, comment=comment)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    path = tmp_path / f"counter_{digest}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"counter_{digest}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return runner.verilog_for(module.Counter, "counter", digest)
+
+
+@pytest.fixture
+def build_root(tmp_path, monkeypatch):
+    """A build tree of the test's own, so the first build here is always a real one."""
+    root = tmp_path / "build"
+    monkeypatch.setattr(runner, "BUILD_ROOT", root)
+    return root
+
+
+def key_of(verilog, sim="verilator", flags=None, waves=False, version="v1"):
+    flags = runner.build_flags(sim) if flags is None else flags
+    return runner.build_key(sim, "counter", runner.simulation_sources(verilog, "counter"), flags,
+                            waves=waves, version=version)
+
+
+def test_key_follows_the_verilog_not_the_python(tmp_path, build_root):
+    plain = counter_verilog(tmp_path, 1, "First wording.")
+    reworded = counter_verilog(tmp_path, 1, "Second wording, longer.")
+    other = counter_verilog(tmp_path, 3, "First wording.")
+    # The comment change made a new Verilog file with the same text ...
+    assert plain != reworded and plain.read_text() == reworded.read_text()
+    # ... so the build key is the same: nothing recompiles.
+    assert key_of(plain) == key_of(reworded)
+    # A different design, a changed flag, tracing, another simulator version, another simulator
+    # or another toplevel each get a build of their own.
+    assert key_of(other) != key_of(plain)
+    assert key_of(plain, flags=runner.build_flags("verilator") + ["-DEXTRA"]) != key_of(plain)
+    assert key_of(plain, flags=runner.build_flags("verilator")[1:]) != key_of(plain)
+    assert key_of(plain, waves=True) != key_of(plain)
+    assert key_of(plain, version="v2") != key_of(plain)
+    assert key_of(plain, sim="icarus") != key_of(plain)
+    sources = runner.simulation_sources(plain, "counter")
+    assert runner.build_key("verilator", "other", sources, [], version="v1") != \
+        runner.build_key("verilator", "counter", sources, [], version="v1")
+
+
+def test_key_covers_extra_sources_and_the_sim_variant(tmp_path, build_root):
+    plain = counter_verilog(tmp_path, 1, "x")
+    flags = runner.build_flags("verilator")
+    sources = runner.simulation_sources(plain, "counter")
+    # What is hashed is the simulation variant, the text the simulator reads.
+    assert sources[0] == ("counter.v", runner.sim_variant(plain.read_text()))
+    key = runner.build_key("verilator", "counter", sources, flags, version="v1")
+    with_extra = sources + [("extra.v", "module extra; endmodule\n")]
+    changed_extra = sources + [("extra.v", "module extra; wire w; endmodule\n")]
+    assert runner.build_key("verilator", "counter", with_extra, flags, version="v1") != key
+    assert runner.build_key("verilator", "counter", with_extra, flags, version="v1") != \
+        runner.build_key("verilator", "counter", changed_extra, flags, version="v1")
+
+
+@cocotb.test()
+async def counter_counts(dut):
+    """The counter adds its step every cycle (so the reused build is the right one)."""
+    step = tb_config()["step"]
+    await start(dut)
+    first = read_int(dut.count)
+    await ClockCycles(dut.clk, 5)
+    assert read_int(dut.count) == (first + 5 * step) % 256
+
+
+def test_comment_change_reuses_the_build(sim, tmp_path, build_root, monkeypatch):
+    """A real (tiny) build on each simulator: the first run builds, a run on the Verilog of the
+    comment-edited source builds nothing and runs in the same build directory."""
+    from cocotb_tools.runner import Runner
+    builds = []
+    real_build = Runner.build
+
+    def counting_build(self, *args, **kwargs):
+        builds.append(kwargs["build_dir"])
+        return real_build(self, *args, **kwargs)
+
+    monkeypatch.setattr(Runner, "build", counting_build)
+    for comment in ("First wording.", "Second wording."):
+        verilog = counter_verilog(tmp_path, 1, comment)
+        runner.run_cocotb(verilog_path=verilog, top="counter", test_module=cocotb_module(__file__),
+                          sim=sim, testcase="counter_counts", config={"step": 1}, quiet=True)
+    key = runner.build_key(sim, "counter", runner.simulation_sources(verilog, "counter"),
+                           runner.build_flags(sim))
+    assert builds == [runner.build_dir_for(sim, "counter", key)]
+    assert (builds[0] / "built").exists() and (builds[0] / "src" / "counter.v").exists()
