@@ -10,7 +10,7 @@ import pytest
 from cocotb.triggers import ClockCycles
 
 from scin.sim import runner
-from scin.tb.common import start, read_int, tb_config, cocotb_module
+from scin.sim.testbench.env import start, read_int, tb_config, cocotb_module
 
 
 #: A component written out as a module of its own, so a test can edit its comments.
