@@ -195,9 +195,15 @@ class AxiMemory(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p, axi = self._p, self.axi
-        lsb = p.size_max  # address bits below the word index
+        wport, rport, dport, pport = self._storage_ports(m)
+        self._write_channel(m, wport)
+        self._read_channel(m, rport)
+        self._backdoor(m, dport, pport)
+        return m
 
+    def _storage_ports(self, m):
+        """The word storage and its four ports: AXI W, AXI R, backdoor dump, poll."""
+        p = self._p
         if self._storage == "memory":
             m.submodules.mem = mem = Memory(shape=p.data_width, depth=self._depth, init=[])
             wport = mem.write_port(granularity=8)
@@ -209,7 +215,13 @@ class AxiMemory(wiring.Component):
             wport = SimpleNamespace(addr=ram.w_addr, data=ram.w_data, en=ram.w_en)
             rport, dport, pport = ram.read
 
-        # --- write channel -------------------------------------------------------------------
+        return wport, rport, dport, pport
+
+    def _write_channel(self, m, wport):
+        """AW, W and B: AWs queue in a FIFO, W beats write through ``wport`` (the backdoor
+        load has priority), one B per burst in AW order."""
+        p, axi = self._p, self.axi
+        lsb = p.size_max  # address bits below the word index
         # A combinational-read FIFO: an AW accepted in cycle t is the head in cycle t + 1, so W
         # beats that follow right behind it (a bridge streaming packets) never wait.
         aw_layout = data.StructLayout({"id": p.id_width, "addr": p.addr_width, "size": 3,
@@ -253,7 +265,11 @@ class AxiMemory(wiring.Component):
         m.d.comb += [axi.b.valid.eq(b_fifo.r_rdy), axi.b.payload.eq(b_fifo.r_data),
                      b_fifo.r_en.eq(axi.b.ready)]
 
-        # --- read channel: a table of waiting bursts ------------------------------------------
+    def _read_channel(self, m, rport):
+        """AR and R: a table of waiting bursts, one burst returned at a time through ``rport``."""
+        p, axi = self._p, self.axi
+        lsb = p.size_max  # address bits below the word index
+        # A table of waiting bursts.
         n = self._outstanding
         cnt_width = bits_for(self._latency + REORDER_SPREAD)
         slot_layout = data.StructLayout({
@@ -343,11 +359,11 @@ class AxiMemory(wiring.Component):
             axi.r.payload.data.eq(Mux(s1.resp == Resp.OKAY, rport.data, 0)),
         ]
 
-        # --- backdoor dump and poll ---------------------------------------------------------
+    def _backdoor(self, m, dport, pport):
+        """The backdoor dump stream and the poll port."""
         dump_adv = ~self.dump_data.valid | self.dump_data.ready
         m.d.comb += [dport.addr.eq(self.dump_req.payload), dport.en.eq(dump_adv),
                      self.dump_req.ready.eq(dump_adv), self.dump_data.payload.eq(dport.data)]
         with m.If(dump_adv):
             m.d.sync += self.dump_data.valid.eq(self.dump_req.valid)
         m.d.comb += [pport.addr.eq(self.poll.addr), self.poll.data.eq(pport.data)]
-        return m
