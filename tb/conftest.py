@@ -12,13 +12,10 @@ from scin.sim.toolchain import have_icarus
 #: xdist worker takes the next test in this order as it frees up (longest processing time first).
 LONG_TESTS = [
     "tb/test_boards.py::test_ecp5_build_reports_utilisation_and_fmax",     # nextpnr, ~420-620 s
-    "tb/test_faults.py::test_isa_faults[icarus-watchdog]",
-    "tb/test_faults.py::test_isa_faults[icarus-axi_error_flags]",
-    "tb/test_faults.py::test_system_faults[icarus]",
-    "tb/test_soak.py::test_two_groups_of_four_on_eight_ports",            # 8-port Verilator soak
-    "tb/test_faults.py::test_isa_faults[icarus-duplicates_and_unknown_tags]",
-    "tb/test_system.py::test_system_large",
+    "tb/test_soak.py::test_two_groups_of_four_on_eight_ports",            # 8-port system build
+    "tb/test_system.py::test_system_large",                               # 4-port system builds
     "tb/test_soak.py::test_soak_short",
+    "tb/test_faults.py::test_system_faults",
     "tb/test_isa.py::test_isa_allreduce[icarus-",
     "tb/test_isa.py::test_isa_",
     "tb/test_faults.py::",
@@ -44,3 +41,4 @@ def sim(request):
     if request.param == "icarus" and not have_icarus():
         pytest.skip("Icarus Verilog (iverilog, vvp) is not installed; `apt-get install iverilog`")
     return request.param
+

@@ -19,6 +19,7 @@ from scin.hdl.endpoint.accelerator import (AccOp, EventKind, FLAG_LAYOUT, comman
                                            event_layout, pattern_bytes, xor_fold)
 from scin.hdl.codec import pack, unpack
 from scin.sim.runner import run_cocotb, verilog_for
+from scin.sim.testbench.backdoor import MemoryBackdoor
 from scin.sim.testbench.env import cocotb_module, read_int, start, tb_config, tb_rng
 from scin.sim.testbench.streams import StreamSink, StreamSource, pause_generator
 from scin.sim.testbench.traffic import flit, flit_data, is_last
@@ -440,29 +441,6 @@ async def bridge_scenarios(dut, tb, backdoor_write, backdoor_read, rng, decerr=T
         assert tb.check(resp, opcode=Opcode.READ_RESP, status=Status.DECERR, length=128) == bytes(128)
 
 
-class EndpointBackdoor:
-    def __init__(self, dut):
-        self.dut = dut
-        from scin.hdl.endpoint.memory import AxiMemory  # noqa: F401 (layout below)
-        self.load = StreamSource(dut, "load")
-        self.dump_req = StreamSource(dut, "dump_req")
-        self.dump = StreamSink(dut, "dump_data")
-
-    async def write(self, addr, payload):
-        assert addr % FB == 0 and len(payload) % FB == 0
-        for k in range(0, len(payload), FB):
-            word = int.from_bytes(payload[k:k + FB], "little")
-            self.load.send(((addr + k) // FB) | (word << 11))
-        await self.load.wait_idle()
-
-    async def read(self, addr, length):
-        assert addr % FB == 0 and length % FB == 0
-        start_n = len(self.dump.items)
-        self.dump_req.send(*[(addr + k) // FB for k in range(0, length, FB)])
-        await self.dump.wait_for(start_n + length // FB)
-        return b"".join(w.to_bytes(FB, "little") for w in self.dump.items[start_n:])
-
-
 ENDPOINT_NAMES = {"req": "rx__0", "write": "rx__1", "rdata": "tx__2", "wresp": "tx__3"}
 
 
@@ -474,7 +452,7 @@ async def bridge_memory(dut):
     idle_inputs(dut)
     await start(dut)
     tb = BridgeTb(dut, cfg, ENDPOINT_NAMES)
-    bd = EndpointBackdoor(dut)
+    bd = MemoryBackdoor(dut, data_bytes=FB)
     await bridge_scenarios(dut, tb, bd.write, bd.read, rng)
     assert read_int(dut.dropped) == 0
 
@@ -488,7 +466,7 @@ async def bridge_out_of_order(dut):
     idle_inputs(dut)
     await start(dut)
     tb = BridgeTb(dut, cfg, ENDPOINT_NAMES)
-    bd = EndpointBackdoor(dut)
+    bd = MemoryBackdoor(dut, data_bytes=FB)
     image = bytes(rng.getrandbits(8) for _ in range(0x4000))
     await bd.write(0, image)
     reqs = []
@@ -651,7 +629,7 @@ async def accelerator_loopback(dut):
     idle_inputs(dut)
     await start(dut)
     acc = AccTb(dut, cfg)
-    bd = EndpointBackdoor(dut)
+    bd = MemoryBackdoor(dut, data_bytes=FB)
     for c in range(4):
         sink = StreamSink(dut, f"tx__{c}", pauses(dut, cfg, f"ltx{c}"))
         source = StreamSource(dut, f"rx__{c}", pauses(dut, cfg, f"lrx{c}"))

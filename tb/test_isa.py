@@ -6,9 +6,10 @@ backpressure and idle cycles on every stream; results are compared bit for bit w
 ``scin.sim.numerics``, flags and counters are checked.
 
 Every test shares one ISA build per simulator (one configuration, ``isa_params``). Verilator runs
-each scenario in full; Icarus, many times slower on the ISA, runs a short form: no random pauses
-(so no stream driver wakes every cycle), and fewer replays (``ICARUS_FORM``), with every check.
-One case (``fp16_4KB+64B``) keeps its random pauses on Icarus too.
+every case and scenario in full. Icarus, many times slower on the ISA (a 4 KiB collective takes
+minutes), runs a short form of some cases (``ICARUS_FORM``) and of every scenario
+(``SCENARIO_ELEMENTS``): small messages, no random pauses (so no stream driver wakes every cycle;
+``fp16_64B`` keeps them), two replays instead of three, with every check bit for bit.
 """
 
 import cocotb
@@ -27,6 +28,7 @@ from scin.sim.testbench.env import tb_config, tb_rng, start, cocotb_module
 from scin.sim.testbench.isa_program import load_program
 from scin.sim.testbench.streams import StreamSource, random_pauses
 
+from scin.tb.simulators import sim_params
 from scin.tb.isa_setup import (SRC, DST, SSRC, SDST, FLAG, MEM, DATA_FLAGS, isa_params,
                                make_inputs, flag_word, counters)
 
@@ -119,21 +121,29 @@ CASES = {
     "fp16_5slots":  dict(dtype="fp16", elements=10240 + 32),
 }
 
-#: What changes in a case's short form on Icarus (module docstring); ``stalls`` is off unless
-#: given here.
+#: The cases Icarus runs too, and what changes in their short form there (the module docstring):
+#: small messages only. The rest are too long for Icarus: on the 2-core CI machine a 4 KiB case
+#: took 2-7 min on Icarus (3-5 s on Verilator), so Icarus covers each dtype, both flag modes, a
+#: subset of participants, a replay and a message that is not a whole number of flits, and
+#: Verilator runs every case in full. ``stalls`` is off on Icarus unless given here.
 ICARUS_FORM = {
-    "fp16_4KB+64B": dict(stalls=True),
-    "fp16_replay":  dict(replays=2),
+    "fp16_64B":    dict(stalls=True),
+    "fp16_odd":    dict(),
+    "int8_64":     dict(),
+    "bf16_4KB":    dict(elements=96),
+    "fp16_subset": dict(elements=100),
+    "fp16_replay": dict(elements=64, replays=2),
 }
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("sim, case", sim_params(CASES, ICARUS_FORM))
 def test_isa_allreduce(sim, case):
-    """Each case in full on Verilator; on Icarus its short form (``ICARUS_FORM``: no random
-    pauses except in ``fp16_4KB+64B``, two replays instead of three), bit for bit on both."""
+    """Each case in full on Verilator; on Icarus the cases of ``ICARUS_FORM`` in their short
+    form (small messages, no random pauses but in ``fp16_64B``, two replays instead of three),
+    bit for bit on both."""
     cfg = dict(CASES[case])
     if sim == "icarus":
-        cfg.update({"stalls": False, **ICARUS_FORM.get(case, {})})
+        cfg.update({"stalls": False, **ICARUS_FORM[case]})
     params = isa_params(cfg)
     path = verilog_for(lambda: Isa(params), "isa", repr(params))
     run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
@@ -155,13 +165,20 @@ async def start_isa(dut):
     return params, ports, rng, eps, loader
 
 
+#: The message size of the scenarios below: 4 KiB (two slots) on Verilator, one 128-byte slot on
+#: Icarus, where a 4 KiB collective takes minutes (``ICARUS_FORM``).
+SCENARIO_ELEMENTS = {"verilator": 2048, "icarus": 64}
+
+
 def run_case(sim, testcase):
-    """Run one of this file's cocotb tests on the shared ISA build: with random pauses on
-    Verilator, without on Icarus (module docstring)."""
+    """Run one of this file's cocotb tests on the shared ISA build: with random pauses and 4 KiB
+    messages on Verilator, without pauses and with 128-byte messages on Icarus (module
+    docstring)."""
     params = isa_params({})
     path = verilog_for(lambda: Isa(params), "isa", repr(params))
     run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
-               config={"stalls": sim == "verilator"}, testcase=testcase)
+               config={"stalls": sim == "verilator", "elements": SCENARIO_ELEMENTS[sim]},
+               testcase=testcase)
 
 
 @cocotb.test()
@@ -173,7 +190,7 @@ async def bad_input_then_good(dut):
     params, ports, rng, eps, loader = await start_isa(dut)
     everyone = (1 << ports) - 1
     good = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ACKED, participants=everyone,
-                elements=2048, src_addr=SRC, dst_addr=DST)
+                elements=tb_config()["elements"], src_addr=SRC, dst_addr=DST)
     flag = lambda k: FLAG + 64 * k
     # (descriptor, sync resource arrived at or None, expected generation, expected status)
     program = [
@@ -236,7 +253,8 @@ async def groups_do_not_wait_for_each_other(dut):
     group A (ports 0, 1) has not arrived (no head-of-line blocking by program order), and A's two
     descriptors on one resource still run in program order."""
     params, ports, rng, eps, loader = await start_isa(dut)
-    base = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ORDERED, elements=2048)
+    base = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ORDERED,
+                elements=tb_config()["elements"])
     a1 = dict(base, participants=0b0011, sync=0, src_addr=SRC, dst_addr=DST, flag_addr=FLAG)
     b = dict(base, participants=0b1100, sync=1, src_addr=SRC, dst_addr=DST, flag_addr=FLAG + 64)
     a2 = dict(base, participants=0b0011, sync=0, src_addr=SRC + 0x4000, dst_addr=DST + 0x4000,
@@ -288,7 +306,7 @@ async def bad_arrivals_and_requests(dut):
     from scin.hdl.packet import Status
     params, ports, rng, eps, loader = await start_isa(dut)
     desc = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ACKED, sync=0,
-                participants=(1 << ports) - 1, elements=2048, src_addr=SRC, dst_addr=DST,
+                participants=(1 << ports) - 1, elements=tb_config()["elements"], src_addr=SRC, dst_addr=DST,
                 flag_addr=FLAG)
     load_program(loader, params, [desc])
     await loader.wait_idle()

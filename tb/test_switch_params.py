@@ -46,8 +46,10 @@ def test_bad_arbiter_and_params():
         PacketArbiter(P, 0)
     with pytest.raises(TypeError, match=r"^params must be a FabricParams, not 4$"):
         Switch(4)
-    with pytest.raises(ValueError):
-        PacketFilter(P, 7)  # not a message class
+    for bad in (7, "REQ", True):
+        with pytest.raises(ValueError, match=r"^msg_class must be a MsgClass or its value: REQ \(0\), "
+                                             rf"WRITE \(1\), RDATA \(2\), WRESP \(3\); not {bad!r}$"):
+            PacketFilter(P, bad)
 
 
 def _elaborate(component):

@@ -13,7 +13,7 @@ from amaranth.utils import bits_for, exact_log2
 from .axi import AxiParams, Burst, Resp, axi_signature, poll_signature
 
 
-__all__ = ["AxiMemory", "MIN_LATENCY"]
+__all__ = ["AxiMemory", "MIN_LATENCY", "backdoor_load_layout"]
 
 #: Smallest read latency the pipeline can model: slot insert, pick, block-RAM read.
 MIN_LATENCY = 3
@@ -75,6 +75,12 @@ def burst_resp(m, params, mem_size, ax):
               Mux(ax.burst == Burst.FIXED, base + step,
                   Cat(ax.addr[:WRAP_MASK_BITS] & ~wmask, ax.addr[WRAP_MASK_BITS:]) + wmask + 1))
     return Mux(bad, Resp.SLVERR, Mux(end > mem_size, Resp.DECERR, Resp.OKAY))
+
+
+def backdoor_load_layout(addr_bits, data_width):
+    """The payload of the backdoor ``load`` stream: ``data`` (one word) at word index ``addr``
+    (the address in the low bits)."""
+    return data.StructLayout({"addr": addr_bits, "data": data_width})
 
 
 class AxiMemory(wiring.Component):
@@ -177,8 +183,7 @@ class AxiMemory(wiring.Component):
         wbits = exact_log2(self._depth)
         super().__init__({
             "axi":       In(axi_signature(params)),
-            "load":      In(stream.Signature(data.StructLayout({"addr": wbits,
-                                                                "data": params.data_width}))),
+            "load":      In(stream.Signature(backdoor_load_layout(wbits, params.data_width))),
             "dump_req":  In(stream.Signature(wbits)),
             "dump_data": Out(stream.Signature(params.data_width)),
             "poll":      In(poll_signature(wbits, params.data_width)),

@@ -56,6 +56,9 @@ class PacketFilter(wiring.Component):
 
     def __init__(self, params, msg_class):
         self._params = check_params(params)
+        if isinstance(msg_class, bool) or msg_class not in [*MsgClass, *(c.value for c in MsgClass)]:
+            names = ", ".join(f"{c.name} ({c.value})" for c in MsgClass)
+            raise ValueError(f"msg_class must be a MsgClass or its value: {names}; not {msg_class!r}")
         self._msg_class = MsgClass(msg_class)
         sig = packet_signature(params)
         super().__init__({

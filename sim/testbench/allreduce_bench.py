@@ -37,7 +37,7 @@ async def allreduce(dut):
     records = []
     if plan.get("trace"):
         from ..trace import trace_packets
-        cocotb.start_soon(trace_packets(dut, n, records))
+        cocotb.start_soon(trace_packets(dut, f, records))
 
     cl = command_layout(f)
     el = event_layout(f)
