@@ -11,14 +11,14 @@ from scin.sim.toolchain import have_icarus
 #: many short tests instead of starting last and running alone: with ``--maxschedchunk 1`` each
 #: xdist worker takes the next test in this order as it frees up (longest processing time first).
 LONG_TESTS = [
-    "tb/test_boards.py::test_ecp5_build_reports_utilisation_and_fmax",     # nextpnr, ~420-620 s
-    "tb/test_soak.py::test_two_groups_of_four_on_eight_ports",            # 8-port system build
-    "tb/test_system.py::test_system_large",                               # 4-port system builds
+    "tb/test_boards.py::test_ecp5_build_reports_utilisation_and_fmax",     # nextpnr, ~620-1000 s
+    "tb/test_soak.py::test_two_groups_of_four_on_eight_ports",            # 8-port system, ~590 s
+    "tb/test_system.py::test_system_large",                               # two system builds
     "tb/test_soak.py::test_soak_short",
     "tb/test_faults.py::test_system_faults",
-    "tb/test_isa.py::test_isa_allreduce[icarus-",
-    "tb/test_isa.py::test_isa_",
-    "tb/test_faults.py::",
+    "tb/test_datapath.py::test_datapath[icarus-",
+    "tb/test_lint.py::test_block_lints_clean[system]",
+    "tb/test_lint.py::test_block_passes_yosys_check[system]",
 ]
 
 
@@ -29,10 +29,27 @@ def _rank(item):
     return len(LONG_TESTS)
 
 
+def _interleaved_by_file(items):
+    """``items`` taken one file at a time in turn (the first test of each file, then the second of
+    each, ...), each file's tests in their own order. Neighbouring tests then rarely need the same
+    simulator model, so two workers do not both start on one model that is not built yet, one of
+    them waiting for the other's build instead of building or running something else."""
+    files = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    queues = list(files.values())
+    out = []
+    for k in range(max(map(len, queues), default=0)):
+        out += [q[k] for q in queues if k < len(q)]
+    return out
+
+
 def pytest_collection_modifyitems(config, items):
-    """Move the long tests to the front, longest first; the rest keep their order (``sort`` is
-    stable)."""
+    """Move the long tests to the front, longest first; then the rest, interleaved by file
+    (:func:`_interleaved_by_file`)."""
     items.sort(key=_rank)
+    long = [item for item in items if _rank(item) < len(LONG_TESTS)]
+    items[len(long):] = _interleaved_by_file(items[len(long):])
 
 
 @pytest.fixture(params=SIMULATORS)

@@ -111,3 +111,38 @@ def test_downward_and_sibling_imports_pass(tmp_path):
     path.write_text("from ...hdl.packet import Opcode\nfrom .. import numerics\nfrom . import env\n"
                     "import scin.hdl.codec\n")
     assert violations(path, root=tmp_path) == []
+
+
+#: The longest an ``elaborate()`` may be (lines, decorators excluded); a longer one is split into
+#: sub-components or named helpers (docs/DEVELOPING.md, "Where things live").
+MAX_ELABORATE_LINES = 120
+
+
+def long_elaborates(root=ROOT, limit=MAX_ELABORATE_LINES):
+    """``"file:line: Class.elaborate is N lines"`` for every ``elaborate()`` in ``hdl/`` and
+    ``boards/`` longer than ``limit``."""
+    found = []
+    for package in ("hdl", "boards"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.ClassDef):
+                    continue
+                for f in node.body:
+                    if isinstance(f, ast.FunctionDef) and f.name == "elaborate":
+                        length = f.end_lineno - f.lineno + 1
+                        if length > limit:
+                            found.append(f"{path.relative_to(root)}:{f.lineno}: "
+                                         f"{node.name}.elaborate is {length} lines")
+    return found
+
+
+def test_no_elaborate_is_long():
+    assert long_elaborates() == []
+
+
+def test_a_long_elaborate_is_found(tmp_path):
+    body = "".join(f"        x{i} = {i}\n" for i in range(MAX_ELABORATE_LINES))
+    (tmp_path / "hdl").mkdir()
+    (tmp_path / "boards").mkdir()
+    (tmp_path / "hdl" / "big.py").write_text(f"class Big:\n    def elaborate(self, platform):\n{body}")
+    assert long_elaborates(tmp_path) == [f"hdl/big.py:2: Big.elaborate is {MAX_ELABORATE_LINES + 1} lines"]

@@ -21,8 +21,10 @@ def run(*argv):
 
 @pytest.mark.parametrize("sim, count, max_size", [
     ("verilator", 24, "32KiB"),
-    # Icarus is about 50x slower on the system: fewer and smaller collectives.
-    ("icarus", 6, "2KiB"),
+    # Icarus is about 50x slower on the system: fewer and smaller collectives (6 of them took
+    # 353 s on the 2-core CI machine). With seed 3 these three still mix dtypes, a DECERR fault
+    # and groups that leave endpoints out (the isolation check).
+    ("icarus", 3, "2KiB"),
 ])
 def test_soak_short(sim, count, max_size):
     from scin.sim.runner import have_icarus
