@@ -4,6 +4,7 @@ import pytest
 
 from scin.sim.runner import SIMULATORS
 from scin.sim.toolchain import have_icarus
+from scin.tb.simulators import ICARUS_MISSING
 
 
 #: The longest tests of ``make test``, longest first (node-id prefixes; seconds measured on the
@@ -56,6 +57,5 @@ def pytest_collection_modifyitems(config, items):
 def sim(request):
     """Run a test once per simulator; Icarus runs are skipped, with the reason, where it is absent."""
     if request.param == "icarus" and not have_icarus():
-        pytest.skip("Icarus Verilog (iverilog, vvp) is not installed; `apt-get install iverilog`")
+        pytest.skip(ICARUS_MISSING)
     return request.param
-

@@ -26,9 +26,9 @@ from scin.hdl.isa.datapath.common import check_params
 from scin.hdl.isa import DType
 from scin.sim import numerics
 from scin.sim.runner import run_cocotb, verilog_for
-from scin.sim.toolchain import have_icarus
 from scin.sim.testbench.env import cocotb_module, start, tb_config, tb_rng
 from scin.sim.testbench.streams import StreamSink, StreamSource, pause_generator
+from scin.tb.simulators import needs_icarus
 
 
 # ---------------------------------------------------------------------------------------------
@@ -448,12 +448,8 @@ CONFIGS = [
 ON = {"verilator": {(4, 256), (8, 256)},
       "icarus":    {(2, 256), (4, 256), (3, 64)}}
 
-_ICARUS = pytest.mark.skipif(not have_icarus(), reason="Icarus Verilog (iverilog, vvp) is not "
-                             "installed; `apt-get install iverilog`")
-
-
 @pytest.mark.parametrize("sim, n, w", [
-    pytest.param(sim, *c.values, id=f"{sim}-{c.id}", marks=_ICARUS if sim == "icarus" else ())
+    pytest.param(sim, *c.values, id=f"{sim}-{c.id}", marks=needs_icarus if sim == "icarus" else ())
     for sim in ("verilator", "icarus") for c in CONFIGS if tuple(c.values) in ON[sim]])
 def test_datapath(sim, n, w):
     make = lambda: Datapath(n_inputs=n, flit_width=w)
