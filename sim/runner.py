@@ -2,10 +2,12 @@
 
 Used by every testbench (under pytest) and by the CLI. Two caches make repeated runs cheap:
 
-* Verilog is written once per (top name, configuration key, HDL source tree) to
+* Verilog is written once per (top name, configuration key, code of ``hdl/``) to
   ``.build/verilog/<top>-<hash>.v``, atomically (temporary file + ``os.replace``), so parallel test
-  workers never read a half-written file. This first level is keyed by the *sources*: any edit in
-  ``hdl/`` re-elaborates (seconds), but that alone rebuilds nothing.
+  workers never read a half-written file. This first level is keyed by the *code*
+  (:func:`hdl_fingerprint`: syntax trees without docstrings): an edit of code in ``hdl/``
+  re-elaborates, but that alone rebuilds nothing; an edit of a comment or a docstring does
+  neither.
 * Each simulator build lives in ``.build/<sim>/<top>-<key>/``, where ``key`` (:func:`build_key`)
   hashes exactly what the simulator compiles: the simulation variant of the Verilog, every extra
   source, the toplevel, the simulator and its version, cocotb's version and the build flags. An
@@ -16,6 +18,7 @@ Used by every testbench (under pytest) and by the CLI. Two caches make repeated 
   results files and waveforms never collide.
 """
 
+import ast
 import fcntl
 import functools
 import hashlib
@@ -30,7 +33,7 @@ from pathlib import Path
 from .toolchain import BUILD_ROOT, REPO_ROOT, VERILATOR_MAKE_VARS, have_icarus, setup_environment
 
 
-__all__ = ["SIMULATORS", "SimulationError", "verilog_for", "run_cocotb", "hdl_fingerprint",
+__all__ = ["SIMULATORS", "SimulationError", "verilog_for", "run_cocotb", "hdl_fingerprint", "code_digest",
            "sim_variant", "simulation_sources", "build_flags", "build_key", "build_dir_for"]
 
 SIMULATORS = ("verilator", "icarus")
@@ -56,17 +59,43 @@ class SimulationError(RuntimeError):
     """A simulation ran but at least one cocotb test failed, or the simulator crashed."""
 
 
+def code_digest(text):
+    """A hash of the Python source ``text`` that ignores what cannot change the hardware: comments,
+    docstrings, blank lines and layout. It hashes the syntax tree (:func:`ast.dump`, which leaves
+    out line numbers) with every docstring removed, so rewording a comment or a docstring in
+    ``hdl/`` keeps the Verilog cache (:func:`verilog_for`); a change of code, a name or a string
+    other than a docstring does not."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def _file_digest(path, mtime_ns, size):
+    """The digest of one ``hdl/`` file, cached while it is unchanged (parsing every file at every
+    :func:`verilog_for` call would cost a tenth of a second each)."""
+    text = path.read_bytes()
+    return code_digest(text) if path.suffix == ".py" else hashlib.sha256(text).hexdigest()
+
+
 def hdl_fingerprint():
-    """A hash of every Python and Verilog file under ``hdl/``: the key of the Verilog cache
-    (:func:`verilog_for`), which is stale when the HDL changes. Simulator builds are keyed by the
-    Verilog instead (:func:`build_key`)."""
+    """A hash of the code under ``hdl/`` (every Python file through :func:`code_digest`, every
+    Verilog file as text): the key of the Verilog cache (:func:`verilog_for`), which is stale
+    when the HDL's code changes, not when a comment or docstring does. Simulator builds are keyed
+    by the Verilog instead (:func:`build_key`)."""
     digest = hashlib.sha256()
     hdl = REPO_ROOT / "hdl"
     for path in sorted([*hdl.rglob("*.py"), *hdl.rglob("*.v")]):
         if path.name == "catalog.py":   # a list of tops, not hardware
             continue
         digest.update(str(path.relative_to(REPO_ROOT)).encode())
-        digest.update(path.read_bytes())
+        stat = path.stat()
+        digest.update(_file_digest(path, stat.st_mtime_ns, stat.st_size).encode())
     return digest.hexdigest()
 
 
@@ -134,20 +163,39 @@ def sim_variant(text):
 
 
 def _lean_verilator():
-    """cocotb's Verilator runner without ``--public-flat-rw``.
+    """cocotb's Verilator runner without ``--public-flat-rw``, sharing Verilator's runtime objects.
 
     That flag makes every internal signal of the design visible to VPI, which multiplies the C++
     Verilator generates (5x slower builds on the datapath) and blocks optimisations. Testbenches
     here only touch top-level ports, which ``--vpi`` exposes anyway; waveforms (``--trace``) still
-    record every signal.
+    record every signal. Between Verilator and ``make`` the build is seeded with the runtime
+    objects of an earlier build made the same way, and a successful build stores its own
+    (:mod:`scin.sim.verilator_runtime`; this overrides cocotb 2.1's ``_execute_cmds``, which runs
+    a build's commands in turn).
     """
     from cocotb_tools.runner import Verilator
+    from . import verilator_runtime
 
     class LeanVerilator(Verilator):
         def _build_command(self):
             cmds = super()._build_command()
             cmds[0] = [arg for arg in cmds[0] if arg != "--public-flat-rw"] + ["--public-depth", "1"]
             return cmds
+
+        def _execute_cmds(self, cmds, cwd, stdout=None):
+            for cmd in cmds:
+                if not (cmd and cmd[0] == "make" and "Vtop.mk" in cmd):
+                    super()._execute_cmds([cmd], cwd, stdout)
+                    continue
+                root = BUILD_ROOT / "verilator"
+                key = verilator_runtime.runtime_key(self.build_dir, cmd, self.env)
+                seeded = verilator_runtime.seed(self.build_dir, root, key)
+                if stdout is not None:
+                    stdout.write(f"scin: runtime objects {key}: "
+                                 f"{'reused ' + ', '.join(seeded) if seeded else 'compiled here'}\n")
+                    stdout.flush()
+                super()._execute_cmds([cmd], cwd, stdout)
+                verilator_runtime.store(self.build_dir, root, key)
 
     return LeanVerilator()
 

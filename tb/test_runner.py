@@ -81,6 +81,23 @@ def test_key_follows_the_verilog_not_the_python(tmp_path, build_root):
         runner.build_key("verilator", "counter", sources, [], version="v1")
 
 
+def test_verilog_cache_ignores_comments_and_docstrings_not_code():
+    """The first-level key (:func:`runner.hdl_fingerprint`) hashes each ``hdl/`` file through
+    :func:`runner.code_digest`: rewording a comment or a docstring, or re-indenting a call, keeps
+    the converted Verilog; a change of code, of a name or of an ordinary string does not."""
+    source = COUNTER.format(step=1, comment="First wording.")
+    same = [COUNTER.format(step=1, comment="Another wording, longer."),
+            '"""A module docstring."""\n' + source,
+            source.replace("m = Module()", "m = Module()  # the module").replace("\n\n\n", "\n\n")]
+    other = [COUNTER.format(step=2, comment="First wording."),
+             source.replace("count: Out(8)", "total: Out(8)").replace("self.count", "self.total"),
+             source.replace("m = Module()", "m = Module()\n        name = 'a string'")]
+    digest = runner.code_digest(source)
+    assert [runner.code_digest(s) for s in same] == [digest] * len(same)
+    assert all(runner.code_digest(s) != digest for s in other)
+    assert len(runner.hdl_fingerprint()) == 64
+
+
 def test_key_covers_extra_sources_and_the_sim_variant(tmp_path, build_root):
     plain = counter_verilog(tmp_path, 1, "x")
     flags = runner.build_flags("verilator")
@@ -125,3 +142,26 @@ def test_comment_change_reuses_the_build(sim, tmp_path, build_root, monkeypatch)
                            runner.build_flags(sim))
     assert builds == [runner.build_dir_for(sim, "counter", key)]
     assert (builds[0] / "built").exists() and (builds[0] / "src" / "counter.v").exists()
+
+
+def test_runtime_objects_are_compiled_once_per_configuration(tmp_path, build_root):
+    """Two different models built the same way: the first compiles Verilator's runtime objects and
+    stores them, the second reuses them (``make`` leaves them alone), and both run correctly. A
+    build with tracing is configured differently, so it compiles its own."""
+    from scin.sim import verilator_runtime
+    logs = []
+    for step, waves in ((1, False), (3, False), (3, True)):
+        verilog = counter_verilog(tmp_path, step, "x")
+        runner.run_cocotb(verilog_path=verilog, top="counter", test_module=cocotb_module(__file__),
+                          sim="verilator", testcase="counter_counts", config={"step": step},
+                          waves=waves, quiet=True)
+        key = runner.build_key("verilator", "counter", runner.simulation_sources(verilog, "counter"),
+                               runner.build_flags("verilator"), waves=waves)
+        logs.append((runner.build_dir_for("verilator", "counter", key) / "build.log").read_text())
+    names = ["verilated.o", "verilated_vpi.o", "verilated_threads.o"]
+    assert "compiled here" in logs[0] and all(f"-o {n} " in logs[0] for n in names)
+    assert "reused " + ", ".join(names) in logs[1]
+    assert not any(f"-o {n} " in logs[1] for n in names), "make compiled a reused object again"
+    assert "compiled here" in logs[2]
+    stored = sorted(p.name for p in (build_root / "verilator").glob("runtime-*"))
+    assert len(stored) == 2 and all((build_root / "verilator" / s / "stored").exists() for s in stored)
