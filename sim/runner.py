@@ -33,8 +33,8 @@ from pathlib import Path
 from .toolchain import BUILD_ROOT, REPO_ROOT, VERILATOR_MAKE_VARS, have_icarus, setup_environment
 
 
-__all__ = ["SIMULATORS", "SimulationError", "verilog_for", "run_cocotb", "hdl_fingerprint", "code_digest",
-           "sim_variant", "simulation_sources", "build_flags", "build_key", "build_dir_for"]
+__all__ = ["SIMULATORS", "SimulationError", "verilog_for", "run_cocotb", "hdl_fingerprint",
+           "code_digest", "sim_variant", "simulation_sources", "build_flags", "build_key", "build_dir_for"]
 
 SIMULATORS = ("verilator", "icarus")
 

@@ -76,12 +76,11 @@ def seed(build_dir, root, key):
     cache = _cache_dir(root, key)
     if not (cache / "stored").exists():
         return []
-    copied = []
-    for name in runtime_objects(build_dir):
+    copied = [name for name in runtime_objects(build_dir) if (cache / name).exists()]
+    for name in copied:
         for path in (cache / name, (cache / name).with_suffix(".d")):
             if path.exists():
                 shutil.copyfile(path, Path(build_dir) / path.name)   # mtime: now
-        copied.append(name)
     return copied
 
 
