@@ -2,6 +2,8 @@
 
 The simulation itself is :func:`scin.sim.allreduce.run_allreduce`; this module is its command line:
 the options, the text report and the exit status (0 pass, 1 mismatch or unexpected status).
+``scin collective`` (``scripts/collective.py``) adds ``--op``, ``--root`` and ``--in-place`` to
+the same options and the same report; ``scin allreduce`` is its ``--op allreduce``.
 """
 
 import json
@@ -51,6 +53,11 @@ def add_arguments(p):
                         help="run the captured descriptor this many times (default: 1)")
 
 
+#: The operations' names in the report's first line.
+_NAMES = {"allreduce": "All-Reduce", "reduce-scatter": "ReduceScatter", "allgather": "AllGather",
+          "broadcast": "Broadcast", "reduce": "Reduce", "barrier": "Barrier"}
+
+
 def _status_text(status):
     from ..hdl.isa import FlagStatus
     if status == 0:
@@ -61,7 +68,10 @@ def _status_text(status):
 def run(args):
     """Run the All-Reduce ``args`` describe; print the report (text or ``--json``)."""
     from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, CLOCK_MHZ
-    cfg = AllReduceConfig(endpoints=args.endpoints, dtype=args.dtype, size=parse_size(args.size),
+    op = getattr(args, "op", "allreduce")
+    cfg = AllReduceConfig(op=op, root=getattr(args, "root", 0),
+                          in_place=getattr(args, "in_place", False),
+                          endpoints=args.endpoints, dtype=args.dtype, size=parse_size(args.size),
                           seed=args.seed, sim=args.sim, one_way_latency=args.latency,
                           mem_latency=args.mem_latency, reorder=args.reorder,
                           capacity=parse_size(args.capacity), outstanding=args.outstanding,
@@ -72,8 +82,10 @@ def run(args):
     if args.json:
         print(json.dumps(report))
         return 0 if ok else 1
-    print(f"SCIN All-Reduce: {cfg.endpoints} endpoints, {cfg.dtype}, {cfg.size} B "
-          f"({cfg.elements} elements), {cfg.sim}, seed {cfg.seed}")
+    where = (f", root {cfg.root}" if op in ("broadcast", "reduce") else "") + \
+        (", in place" if cfg.in_place else "")
+    print(f"SCIN {_NAMES[op]}: {cfg.endpoints} endpoints, {cfg.dtype}, {cfg.size} B "
+          f"({cfg.elements} elements) per rank{where}, {cfg.sim}, seed {cfg.seed}")
     for e in report["per_endpoint"]:
         print(f"  endpoint {e['endpoint']}: {'match   ' if e['match'] else 'MISMATCH'} "
               f"flag generation {e['flag_generation']}, status {_status_text(e['flag_status'])}, "
@@ -82,8 +94,9 @@ def run(args):
     t = report["cycles"]
     print(f"latency     {t} cycles = {report['latency_us']:.2f} us at {CLOCK_MHZ} MHz"
           + (f" (replays: {report['replay_cycles']})" if cfg.replays > 1 else ""))
-    print(f"efficiency  {report['efficiency']:.3f} ({cfg.size} B / ({t} cycles x "
-          f"{cfg.flit_width // 8} B/cycle))")
+    if cfg.bound_bytes:
+        print(f"efficiency  {report['efficiency']:.3f} (one-link bound {cfg.bound_bytes} B / "
+              f"({t} cycles x {cfg.flit_width // 8} B/cycle))")
     print(f"status      {_status_text(report['status'])} (golden model: "
           f"{_status_text(report['expected_status'])})")
     c = report["counters"]

@@ -82,6 +82,17 @@ COMMANDS = {c.name: c for c in (
                         "read every result back and compare it bit for bit with the golden model. "
                         "Exits 1 on a mismatch or an unexpected status, 2 on bad parameters or a "
                         "tool failure."),
+    Command("collective", "collective",
+            help="run one collective (allreduce, reduce-scatter, allgather, broadcast, reduce, "
+                 "barrier) on the simulated system",
+            description="As `scin allreduce`, for any collective of the set with NCCL's "
+                        "semantics: seeded inputs in every endpoint's memory, the collective "
+                        "through the switch's ISA in simulation, every endpoint's whole buffer "
+                        "window compared bit for bit with the golden model (so a byte written "
+                        "where the operation gives an endpoint nothing is a mismatch too). --size "
+                        "is the per-rank count (NCCL's count, recvcount or sendcount) in its "
+                        "16-bit form. Exits 1 on a mismatch or an unexpected status, 2 on bad "
+                        "parameters or a tool failure."),
     Command("verilog", "export",
             help="write synthesizable Verilog for every block",
             description="Write <block>.v and <block>.ports.json (port names, directions, widths, "

@@ -1,11 +1,17 @@
-"""``scin allreduce``: one All-Reduce on the simulated system, checked bit for bit.
+"""``scin collective`` and ``scin allreduce``: one collective on the simulated system, checked bit
+for bit.
 
 :func:`run_allreduce` makes seeded inputs, runs the system (``sim/testbench/allreduce_bench.py``
-inside the simulator), compares every endpoint's result with the golden model
-(:mod:`scin.sim.numerics`) and returns a JSON-able report. Measurement definitions follow
-``docs/PERFORMANCE.md``: latency runs from the cycle the last participant's arrival write leaves its
-endpoint to the cycle the last participant sees its completion flag; efficiency is
-``S / (T * flit_bytes)`` with ``S`` the message size in its 16-bit form.
+inside the simulator), compares every endpoint's memory with the golden model
+(:func:`scin.sim.numerics.collective`, placed by :mod:`scin.sim.collective_buffers`) and returns a
+JSON-able report. The whole buffer window of every endpoint is compared (the memories start
+zeroed), so a byte written where the operation gives an endpoint nothing is a mismatch too.
+Measurement definitions follow ``docs/PERFORMANCE.md``: latency runs from the cycle the last
+participant's arrival write leaves its endpoint to the cycle the last participant sees its
+completion flag; efficiency is the operation's one-link bound over the latency,
+``bound_bytes / (T * flit_bytes)``, where ``bound_bytes`` (16-bit form) is the largest buffer a
+rank sends or receives: the message for All-Reduce, Reduce and Broadcast, ``N`` times it for
+ReduceScatter and AllGather, ``N - 1`` times it for an AllGather in place.
 """
 
 import dataclasses
@@ -19,15 +25,19 @@ from pathlib import Path
 import numpy as np
 
 from . import numerics
+from .collective_buffers import Buffers, input_regions, result_regions
 from .toolchain import BUILD_ROOT
 
-__all__ = ["AllReduceConfig", "parse_size", "run_allreduce", "plan_params", "CLOCK_MHZ"]
+__all__ = ["CollectiveConfig", "AllReduceConfig", "parse_size", "run_allreduce", "run_collective",
+           "plan_params", "CLOCK_MHZ", "OPS"]
 
 CLOCK_MHZ = 250
 #: Ordinary traffic (``traffic=True``): each endpoint writes this many bytes to the next one's
 #: scratch area, in 4 KiB writes, while the All-Reduce runs.
 TRAFFIC_BYTES = 16 * 4096
 DTYPES = numerics.DTYPES
+#: The operations ``scin collective --op`` runs (the golden model's names) and barrier.
+OPS = numerics.OPS + ("barrier",)
 _UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1 << 20, "MB": 1 << 20,
           "MIB": 1 << 20, "G": 1 << 30, "GIB": 1 << 30}
 
@@ -42,9 +52,14 @@ def parse_size(text):
 
 
 @dataclass(frozen=True)
-class AllReduceConfig:
-    """One ``scin allreduce`` run. ``size`` is the message size in its 16-bit form (elements x 2
-    bytes) for every dtype, so fp16, bf16 and int8 runs compare like for like."""
+class CollectiveConfig:
+    """One ``scin collective`` (or ``scin allreduce``) run. ``size`` is the per-rank message size
+    in its 16-bit form (elements x 2 bytes) for every dtype, so fp16, bf16 and int8 runs compare
+    like for like: NCCL's ``count`` (ReduceScatter: ``recvcount``, each rank's input is
+    ``endpoints`` times it; AllGather: ``sendcount``, each rank's result is ``endpoints`` times it).
+    ``root`` is a rank (Broadcast, Reduce); ``in_place`` puts the result over the input (NCCL's
+    in-place layouts, docs/ISA.md)."""
+    op:              str = "allreduce"
     endpoints:       int = 4
     dtype:           str = "fp16"
     size:            int = 4096
@@ -60,8 +75,20 @@ class AllReduceConfig:
     flit_width:      int = 256
     traffic:         bool = False
     trace:           bool = False
+    root:            int = 0
+    in_place:        bool = False
 
     def __post_init__(self):
+        if self.op not in OPS:
+            raise ValueError(f"op must be one of {', '.join(OPS)}, not {self.op!r}")
+        if self.op in ("broadcast", "reduce"):
+            if not 0 <= self.root < self.endpoints:
+                raise ValueError(f"root must be a rank between 0 and {self.endpoints - 1}, "
+                                 f"not {self.root}")
+        elif self.root:
+            raise ValueError(f"root is for broadcast and reduce, not {self.op}")
+        if self.op == "barrier" and (self.in_place or self.traffic):
+            raise ValueError("a barrier moves no data: in_place and traffic do not apply")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
         if not 2 <= self.endpoints <= 8:
@@ -78,6 +105,8 @@ class AllReduceConfig:
             raise ValueError(f"flag_mode must be 'acked' or 'ordered', not {self.flag_mode!r}")
         if self.replays < 1:
             raise ValueError(f"replays must be at least 1, not {self.replays}")
+        if self.trace and self.op != "allreduce":
+            raise ValueError("trace breaks down an All-Reduce only (--op allreduce)")
         if self.trace:
             # The trace reads signals inside the hierarchy (Verilator builds do not expose them)
             # and runs Python every cycle; the hop table assumes one packet per participant.
@@ -99,6 +128,30 @@ class AllReduceConfig:
     def scale_bytes(self):
         return 2 * (self.elements // 64) if self.dtype == "int8" else 0
 
+    @property
+    def shards_in(self):
+        """Shards of the message in each rank's input (ReduceScatter: one per rank)."""
+        return self.endpoints if self.op == "reduce-scatter" else 1
+
+    @property
+    def shards_out(self):
+        """Shards of the message in each rank's result (AllGather: one per rank)."""
+        return self.endpoints if self.op == "allgather" else 1
+
+    @property
+    def bound_bytes(self):
+        """The largest buffer a rank sends or receives over its link, in the 16-bit form: the
+        operation's lower bound is ``bound_bytes / flit_bytes`` cycles (docs/PERFORMANCE.md)."""
+        if self.op == "barrier":
+            return 0
+        if self.op == "allgather" and self.in_place:
+            return (self.endpoints - 1) * self.size
+        return max(self.shards_in, self.shards_out) * self.size
+
+
+#: ``scin allreduce``'s configuration: a :class:`CollectiveConfig` (op ``allreduce`` by default).
+AllReduceConfig = CollectiveConfig
+
 
 def _round_up(x, to):
     return -(-x // to) * to
@@ -106,10 +159,13 @@ def _round_up(x, to):
 
 def memory_map(cfg):
     """Byte addresses of the buffers, identical in every endpoint (symmetric allocation)."""
-    region = _round_up(max(cfg.data_bytes, 1), 4096)
-    sregion = _round_up(max(cfg.scale_bytes, 1), 4096)
+    shards = max(cfg.shards_in, cfg.shards_out)
+    region = _round_up(max(shards * cfg.data_bytes, 1), 4096)
+    sregion = _round_up(max(shards * cfg.scale_bytes, 1), 4096)
     layout = {"src": 0, "dst": region, "src_scales": 2 * region, "dst_scales": 2 * region + sregion,
               "flag": 2 * region + 2 * sregion}
+    if cfg.in_place:
+        layout.update(dst=layout["src"], dst_scales=layout["src_scales"])
     layout["scratch"] = layout["flag"] + 4096
     total = layout["scratch"] + TRAFFIC_BYTES
     # One memory size for every message up to 1 MiB, so they all share one simulator build.
@@ -130,30 +186,34 @@ def plan_params(plan):
 
 
 def make_inputs(cfg):
-    """Seeded inputs: ``{"ep{i}_src": bytes array, ["ep{i}_src_scales"]}`` and the typed arrays."""
+    """Seeded inputs, typed as the golden model takes them: ``(data, scales)``, one row per rank
+    (``shards_in * elements`` columns; ``scales`` None but for int8)."""
     rng = np.random.default_rng(cfg.seed)
-    n, e = cfg.endpoints, cfg.elements
+    n, e = cfg.endpoints, cfg.elements * cfg.shards_in
     # Activation-like values: Gaussian with a few heavy channels.
     x = rng.standard_normal((n, e)) * 4.0
     heavy = rng.choice(e, size=max(1, e // 512), replace=False)
     x[:, heavy] *= 40.0
-    data, scales = numerics.encode(cfg.dtype, x)
-    typed = {"data": data} if scales is None else {"data": data, "scales": scales}
-    raw = {}
-    for i in range(n):
-        raw[f"ep{i}_src"] = np.frombuffer(typed["data"][i].tobytes(), np.uint8)
-        if "scales" in typed:
-            raw[f"ep{i}_src_scales"] = np.frombuffer(typed["scales"][i].tobytes(), np.uint8)
-    return raw, typed
+    return numerics.encode(cfg.dtype, x)
 
 
-def golden(cfg, typed):
-    """Expected output bytes (and scales) and status, from the golden model."""
-    want = numerics.allreduce(cfg.dtype, typed["data"], typed.get("scales"))
-    regions = {"dst": want.out_bytes}
-    if want.scales is not None:
-        regions["dst_scales"] = want.scale_bytes
-    return regions, int(want.status)
+def expected_images(cfg, bufs, window, data, scales):
+    """Per rank: the regions its memory is loaded with, and the image of ``window`` bytes from
+    address 0 the collective must leave (zeroed memory, the inputs, the results), and the
+    status the flags must carry."""
+    loads, images, status = [], [], 0
+    results = ([None] * cfg.endpoints if cfg.op == "barrier" else
+               numerics.collective(cfg.op, cfg.dtype, data, scales, cfg.root))
+    for r in range(cfg.endpoints):
+        regions = [] if cfg.op == "barrier" else input_regions(
+            cfg.op, r, data[r], None if scales is None else scales[r], bufs)
+        image = bytearray(window)
+        for addr, raw in regions + result_regions(cfg.op, r, results[r], bufs, root=cfg.root):
+            image[addr:addr + len(raw)] = raw
+        loads.append(regions)
+        images.append(bytes(image))
+        status |= 0 if results[r] is None else int(results[r].status)
+    return loads, images, status
 
 
 def _typed_view(cfg, raw, scales=False):
@@ -163,7 +223,8 @@ def _typed_view(cfg, raw, scales=False):
 
 
 def run_allreduce(cfg, save=None, waves=False, log=print):
-    """Run one configuration; return the report dict (see ``docs/CLI.md`` for its keys).
+    """Run one configuration, of any operation; return the report dict (see ``docs/CLI.md``
+    for its keys).
 
     Raises ValueError for bad parameters, RuntimeError for tool failures (the simulation did not
     finish). A result mismatch is not an exception: it is ``match = false`` in the report.
@@ -179,9 +240,10 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     plan.update(mem_size=mem_size)
     params = plan_params(plan)  # validates the hardware parameters
     n = cfg.endpoints
-    desc = dict(op=Op.ALLREDUCE.value, dtype=DType[cfg.dtype.upper()].value,
+    desc = dict(op=Op[cfg.op.upper().replace("-", "_")].value,
+                dtype=DType[cfg.dtype.upper()].value,
                 flag_mode=FlagMode[cfg.flag_mode.upper()].value, sync=0,
-                participants=(1 << n) - 1, elements=cfg.elements,
+                participants=(1 << n) - 1, elements=cfg.elements, root=cfg.root,
                 src_addr=layout["src"], dst_addr=layout["dst"],
                 src_scale_addr=layout["src_scales"], dst_scale_addr=layout["dst_scales"],
                 flag_addr=layout["flag"])
@@ -189,18 +251,17 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     if problems:
         raise ValueError("; ".join(problems))
 
-    raw, typed = make_inputs(cfg)
-    want, want_status = golden(cfg, typed)
+    data, scales = make_inputs(cfg)
+    bufs = Buffers(layout["src"], layout["dst"], layout["src_scales"], layout["dst_scales"])
+    window = layout["flag"]       # every buffer lies below the flag
+    loads, images, want_status = expected_images(cfg, bufs, window, data, scales)
 
-    run_dir = Path(tempfile.mkdtemp(dir=_runs_dir(), prefix=f"allreduce-{cfg.dtype}-{cfg.size}-"))
-    load_regions = [{"name": "src", "addr": layout["src"]}]
-    dump_regions = [{"name": "dst", "addr": layout["dst"], "bytes": cfg.data_bytes}]
-    if cfg.dtype == "int8":
-        load_regions.append({"name": "src_scales", "addr": layout["src_scales"]})
-        dump_regions.append({"name": "dst_scales", "addr": layout["dst_scales"], "bytes": cfg.scale_bytes})
+    run_dir = Path(tempfile.mkdtemp(dir=_runs_dir(), prefix=f"{cfg.op}-{cfg.dtype}-{cfg.size}-"))
+    dump_regions = [{"name": "buffers", "addr": 0, "bytes": window}]
     fb = params.fabric.flit_bytes
     # Generous: a slow link moves a flit per cycle; allow 20x the data movement plus fixed costs.
-    timeout = 20 * (3 * cfg.data_bytes // fb + 2 * cfg.scale_bytes // fb) + 200 * cfg.one_way_latency + 100_000
+    moved = max(cfg.shards_in, cfg.shards_out) * (cfg.data_bytes + cfg.scale_bytes)
+    timeout = 20 * (3 * moved // fb) + 200 * cfg.one_way_latency + 100_000
     if cfg.traffic:
         dump_regions.append({"name": "scratch", "addr": layout["scratch"], "bytes": TRAFFIC_BYTES})
     plan.update(run_dir=str(run_dir), descriptor=desc,
@@ -211,7 +272,7 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     plusargs = []
     for i in range(n):
         hex_in = run_dir / f"ep{i}.in.hex"
-        write_memh(hex_in, [(r["addr"] // fb, raw[f"ep{i}_{r['name']}"].tobytes()) for r in load_regions], fb)
+        write_memh(hex_in, [(addr // fb, raw) for addr, raw in loads[i]], fb)
         plusargs += [f"+scin_load_ep{i}={hex_in}", f"+scin_dump_ep{i}={run_dir / f'ep{i}.out.hex'}"]
     dump_lo = min(r["addr"] for r in dump_regions) // fb
     dump_hi = -(-max(r["addr"] + r["bytes"] for r in dump_regions) // fb)
@@ -248,12 +309,13 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
                               for k in range(TRAFFIC_BYTES // 4096))
             traffic_ok &= got[f"ep{i}_scratch"].tobytes() == expect
     for i in range(n):
-        match = all(got[f"ep{i}_{name}"].tobytes() == data for name, data in want.items())
+        image = got[f"ep{i}_buffers"].tobytes()
+        match = image == images[i]
         all_match &= match
         mismatches = 0
         if not match:
-            a = np.frombuffer(got[f"ep{i}_dst"].tobytes(), np.uint8)
-            b = np.frombuffer(want["dst"], np.uint8)
+            a = np.frombuffer(image, np.uint8)
+            b = np.frombuffer(images[i], np.uint8)
             mismatches = int(np.count_nonzero(a != b))
         flag = unpack(flag_layout(), timing["replays"][-1]["flags"][str(i)])
         per_endpoint.append({"endpoint": i, "match": bool(match), "mismatched_bytes": mismatches,
@@ -263,9 +325,11 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     t = cycles[-1]
     status = max(e["flag_status"] for e in per_endpoint)
     report = {
-        "match": bool(all_match and traffic_ok), "endpoints": n, "dtype": cfg.dtype, "size_bytes": cfg.size,
+        "match": bool(all_match and traffic_ok), "op": cfg.op, "root": cfg.root,
+        "in_place": cfg.in_place, "endpoints": n, "dtype": cfg.dtype, "size_bytes": cfg.size,
         "elements": cfg.elements, "cycles": t, "latency_us": t / CLOCK_MHZ,
-        "efficiency": cfg.size / (t * fb), "status": status, "expected_status": want_status & 3,
+        "bound_cycles": cfg.bound_bytes / fb, "efficiency": cfg.bound_bytes / (t * fb),
+        "status": status, "expected_status": want_status & 3,
         "replay_cycles": cycles, "per_endpoint": per_endpoint, "counters": timing["counters"],
         "switch_errors": timing["switch_errors"], "seed": cfg.seed, "sim": cfg.sim,
         "traffic_intact": bool(traffic_ok) if cfg.traffic else None,
@@ -283,8 +347,12 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
         found = sorted(run_dir.glob("*.vcd")) + sorted(run_dir.glob("*.fst"))
         report["waveform"] = str(found[0]) if found else None
     if save:
-        _save(cfg, Path(save), raw, got, report)
+        _save(cfg, Path(save), bufs, data, scales, got, report)
     return report
+
+
+#: The entry of ``scin collective``: :func:`run_allreduce` runs every operation.
+run_collective = run_allreduce
 
 
 def _sim_cycles_per_second(run_dir):
@@ -341,13 +409,21 @@ def _runs_dir():
     return path
 
 
-def _save(cfg, out, raw, got, report):
-    """``ep{i}_in.npy`` / ``ep{i}_out.npy`` (+ scales for int8), typed as documented in docs/CLI.md."""
+def _save(cfg, out, bufs, data, scales, got, report):
+    """``ep{i}_in.npy`` / ``ep{i}_out.npy`` (+ scales for int8), typed as documented in docs/CLI.md:
+    each rank's input, and its result buffer (at ``dst``, ``shards_out`` messages long; an
+    in-place ReduceScatter's at the rank's shard)."""
     out.mkdir(parents=True, exist_ok=True)
+    nbytes, sbytes = cfg.data_bytes * cfg.shards_out, cfg.scale_bytes * cfg.shards_out
     for i in range(cfg.endpoints):
-        np.save(out / f"ep{i}_in.npy", _typed_view(cfg, raw[f"ep{i}_src"].tobytes()))
-        np.save(out / f"ep{i}_out.npy", _typed_view(cfg, got[f"ep{i}_dst"].tobytes()))
+        image = got[f"ep{i}_buffers"].tobytes()
+        at = i * cfg.data_bytes if cfg.op == "reduce-scatter" and cfg.in_place else 0
+        np.save(out / f"ep{i}_in.npy", np.asarray(data[i]))
+        result = image[bufs.dst + at:bufs.dst + at + nbytes]
+        np.save(out / f"ep{i}_out.npy", _typed_view(cfg, result))
         if cfg.dtype == "int8":
-            np.save(out / f"ep{i}_in_scales.npy", _typed_view(cfg, raw[f"ep{i}_src_scales"].tobytes(), True))
-            np.save(out / f"ep{i}_out_scales.npy", _typed_view(cfg, got[f"ep{i}_dst_scales"].tobytes(), True))
+            s_at = at // 32
+            np.save(out / f"ep{i}_in_scales.npy", np.asarray(scales[i]))
+            np.save(out / f"ep{i}_out_scales.npy", _typed_view(
+                cfg, image[bufs.dst_scale + s_at:bufs.dst_scale + s_at + sbytes], True))
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")

@@ -19,6 +19,13 @@ Modes
 
 The endpoint-side ``quantize_int8`` uses the same block quantizer as the
 switch, and ``dequantize_int8`` is its exact inverse map ``q * s``.
+
+Collectives
+-----------
+``allreduce``, ``reduce_scatter``, ``allgather``, ``broadcast`` and ``reduce``
+define NCCL's collective set on top of these modes (``collective`` dispatches
+by name): the reductions are ``allreduce`` of the right columns, the others
+copy bytes unchanged.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ __all__ = [
     "Status", "BLOCK", "MAX_PARTICIPANTS", "BF16_GUARD_BITS", "Q_MAX",
     "allreduce_fp16", "allreduce_bf16", "allreduce_int8", "allreduce", "Reduced", "DTYPES", "encode",
     "quantize_int8", "quantize_int8_fixed", "dequantize_int8", "dequantize_int8_fixed", "num_blocks",
+    "reduce_scatter", "allgather", "broadcast", "reduce", "collective", "OPS",
 ]
 
 #: INQ block size: elements sharing one FP16 scale.
@@ -73,9 +81,9 @@ def _dtype_name(a) -> str:
     return np.asarray(a).dtype.name
 
 
-def _check_2d(name: str, a: np.ndarray) -> None:
+def _check_2d(name: str, a: np.ndarray, shape: str = "(N, n)") -> None:
     if a.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array of shape (N, n), not {a.ndim}-D with shape {a.shape}")
+        raise ValueError(f"{name} must be a 2-D array of shape {shape}, not {a.ndim}-D with shape {a.shape}")
     n_part = a.shape[0]
     if n_part < 1:
         raise ValueError(f"{name} must have N >= 1 participants (rows), not {n_part}")
@@ -499,12 +507,17 @@ def dequantize_int8_fixed(q, scales) -> np.ndarray:
 
 
 class Reduced(NamedTuple):
-    """The golden result of one All-Reduce, whatever its dtype.
+    """The golden result of one collective on one rank, whatever its op and dtype.
+
+    Every collective of this module returns this type: :func:`allreduce`, :func:`reduce`,
+    each rank's entry of :func:`reduce_scatter`, and the copies :func:`allgather` and
+    :func:`broadcast` (for those ``status_per`` is all zeros and ``status`` is NONE).
 
     Members
     -------
     out : numpy.ndarray, shape (n,)
-        The result: float16 or uint16 (FP16), uint16 (BF16 bit patterns) or int8 (INT8).
+        The result: float16 or uint16 (FP16), uint16 (BF16 bit patterns) or int8 (INT8), the
+        dtype of the input data.
     scales : numpy.ndarray or None
         INT8: the output block scales, shape ``(ceil(n / 64),)``, the dtype of the input scales;
         None for FP16 and BF16.
@@ -587,3 +600,288 @@ def allreduce(dtype, data, scales=None) -> Reduced:
         raise ValueError(f"{name} takes no scales")
     out, status_per, status = (allreduce_fp16 if name == "fp16" else allreduce_bf16)(data)
     return Reduced(out, None, status_per, status)
+
+
+# --------------------------------------------------------------------------- the NCCL collective set
+
+#: The collectives :func:`collective` takes, by name (NCCL's set).
+OPS = ("allreduce", "reduce-scatter", "allgather", "broadcast", "reduce")
+
+#: Per dtype: the data dtypes accepted, and how a message names them.
+_DATA_KINDS = {
+    "fp16": ((np.dtype(np.float16), np.dtype(np.uint16)), "float16 or uint16 (FP16 bit patterns)"),
+    "bf16": ((np.dtype(np.uint16),), "uint16 (BF16 bit patterns)"),
+    "int8": ((np.dtype(np.int8),), "int8"),
+}
+
+
+def _collective_input(op: str, dtype, data, scales, shape: str):
+    """Check the dtype key, data dtype and 2-D shape, and that scales are given iff INT8.
+
+    Returns (dtype key, data array, scale array or None); the caller checks the column count
+    and the scales' shape, which depend on the op.
+    """
+    name = _dtype_key(dtype)
+    a = np.asarray(data)
+    kinds, text = _DATA_KINDS[name]
+    if a.dtype not in kinds:
+        raise TypeError(f"{op} {name} data must have dtype {text}, not {a.dtype.name}")
+    _check_2d(f"{op} data", a, shape)
+    if name != "int8":
+        if scales is not None:
+            raise ValueError(f"{op}: {name} takes no scales")
+        return name, a, None
+    if scales is None:
+        raise ValueError(f"{op}: int8 needs the input block scales")
+    sb = np.asarray(scales)
+    if sb.dtype not in (np.float16, np.uint16):
+        raise TypeError(f"{op} scales must have dtype float16 or uint16 (FP16 bit patterns), not {sb.dtype.name}")
+    return name, a, sb
+
+
+def _check_scales_shape(op: str, sb: np.ndarray, want: tuple[int, int], formula: str) -> None:
+    if sb.shape != want:
+        raise ValueError(f"{op} scales must have shape {formula} = {want}, not {sb.shape}")
+
+
+def _check_whole_blocks(op: str, what: str, c: int) -> None:
+    if c % BLOCK:
+        raise ValueError(f"{op} int8 {what} must be a whole number of blocks (a multiple of {BLOCK} elements); "
+                         f"got c={c}")
+
+
+def _check_root(op: str, root, n_part: int) -> int:
+    if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= root < n_part:
+        raise ValueError(f"{op} root must be an int in 0..N-1 = 0..{n_part - 1} (N={n_part}), not {root!r}")
+    return int(root)
+
+
+def _copy_bits(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of ``a`` made through an integer view, so no value is ever touched."""
+    if a.dtype == np.float16:
+        return np.ascontiguousarray(a.view(np.uint16)).copy().view(np.float16)
+    return np.ascontiguousarray(a).copy()
+
+
+def reduce_scatter(dtype, data, scales=None) -> list[Reduced]:
+    """The golden ReduceScatter (NCCL ``ncclReduceScatter``, sum): rank ``r`` gets shard ``r`` reduced.
+
+    Every rank sends ``N * c`` elements, ``c`` being NCCL's ``recvcount``; rank ``r`` receives
+    ``c`` elements: the reduction of all ranks' elements ``r*c .. (r+1)*c - 1``. Each shard is
+    exactly :func:`allreduce` of that column slice, so the rounding, the status bits and, for
+    INT8, the one requantization are those of All-Reduce.
+
+    Parameters
+    ----------
+    dtype : str or enum member
+        ``"fp16"``, ``"bf16"`` or ``"int8"``, as :func:`allreduce` takes it.
+    data : numpy.ndarray, shape (N, N * c)
+        Row ``i`` is rank ``i``'s send buffer (its dtype as for :func:`allreduce`).
+    scales : numpy.ndarray, shape (N, N * c / 64), optional
+        INT8 only (required): the block scales. ``c`` must then be a multiple of 64, so that
+        every shard is a whole number of blocks.
+
+    Returns
+    -------
+    list of Reduced
+        ``N`` entries, rank ``r``'s at index ``r``: ``out`` of shape ``(c,)``, INT8 ``scales``
+        of shape ``(c / 64,)``, and ``status_per``/``status`` of rank ``r``'s shard only.
+
+    Raises
+    ------
+    TypeError
+        If the data or scale dtype does not fit ``dtype``.
+    ValueError
+        If ``dtype`` is unknown, ``data`` is not 2-D, ``N`` is out of range, the column count is
+        not a multiple of ``N``, an INT8 shard is not a whole number of blocks, the scales have
+        the wrong shape, or scales are missing (INT8) or given (FP16, BF16).
+    """
+    op = "reduce_scatter"
+    name, a, sb = _collective_input(op, dtype, data, scales, "(N, N*c)")
+    n_part, width = a.shape
+    if width % n_part:
+        raise ValueError(f"{op} data must have shape (N, N*c); got {a.shape}: {width} columns are not a "
+                         f"multiple of N={n_part}")
+    c = width // n_part
+    if name != "int8":
+        return [allreduce(name, a[:, r * c:(r + 1) * c]) for r in range(n_part)]
+    _check_whole_blocks(op, "shard", c)
+    _check_scales_shape(op, sb, (n_part, width // BLOCK), "(N, N*c/64)")
+    cb = c // BLOCK
+    return [allreduce(name, a[:, r * c:(r + 1) * c], sb[:, r * cb:(r + 1) * cb]) for r in range(n_part)]
+
+
+def allgather(dtype, data, scales=None) -> Reduced:
+    """The golden AllGather (NCCL ``ncclAllGather``): every rank gets all shards in rank order.
+
+    Rank ``r`` sends ``c`` elements (NCCL's ``sendcount``); every rank receives ``N * c``:
+    rank ``r``'s shard at ``r*c .. (r+1)*c - 1``. Nothing is computed: every bit pattern is
+    copied unchanged (FP16 ``-0.0``, NaN payloads and signs, BF16 patterns, INT8 values and
+    their scale patterns, valid or not), and the status is NONE.
+
+    Parameters
+    ----------
+    dtype : str or enum member
+        ``"fp16"``, ``"bf16"`` or ``"int8"``, as :func:`allreduce` takes it.
+    data : numpy.ndarray, shape (N, c)
+        Row ``r`` is rank ``r``'s shard.
+    scales : numpy.ndarray, shape (N, c / 64), optional
+        INT8 only (required): each shard's block scales; ``c`` must be a multiple of 64.
+
+    Returns
+    -------
+    Reduced
+        What every rank receives: ``out`` of shape ``(N * c,)`` in the dtype of ``data``; INT8
+        ``scales`` of shape ``(N * c / 64,)`` (the rows of ``scales`` concatenated, their dtype);
+        ``status_per`` all zeros (one per element, or per block for INT8); ``status`` NONE.
+
+    Raises
+    ------
+    TypeError
+        If the data or scale dtype does not fit ``dtype``.
+    ValueError
+        If ``dtype`` is unknown, ``data`` is not 2-D, ``N`` is out of range, an INT8 shard is not
+        a whole number of blocks, the scales have the wrong shape, or scales are missing (INT8)
+        or given (FP16, BF16).
+    """
+    op = "allgather"
+    name, a, sb = _collective_input(op, dtype, data, scales, "(N, c)")
+    n_part, c = a.shape
+    out = _copy_bits(a).reshape(-1)  # row-major: rank 0's shard, then rank 1's, ...
+    if name != "int8":
+        return Reduced(out, None, np.zeros(out.shape, np.uint8), Status.NONE)
+    _check_whole_blocks(op, "shard", c)
+    _check_scales_shape(op, sb, (n_part, c // BLOCK), "(N, c/64)")
+    s_out = _copy_bits(sb).reshape(-1)
+    return Reduced(out, s_out, np.zeros(s_out.shape, np.uint8), Status.NONE)
+
+
+def broadcast(dtype, data, scales=None, root=0) -> Reduced:
+    """The golden Broadcast (NCCL ``ncclBroadcast``): every rank gets the root's buffer.
+
+    The root sends ``n`` elements (NCCL's ``count``) and every rank, the root included,
+    receives them unchanged: bit patterns and INT8 block scales are copied, status NONE.
+
+    Parameters
+    ----------
+    dtype : str or enum member
+        ``"fp16"``, ``"bf16"`` or ``"int8"``, as :func:`allreduce` takes it.
+    data : numpy.ndarray, shape (N, n)
+        Only row ``root`` is read; the other rows are checked for shape only and ignored.
+    scales : numpy.ndarray, shape (N, ceil(n / 64)), optional
+        INT8 only (required); only row ``root`` is read. A short last block is allowed.
+    root : int
+        The sending rank, ``0 <= root < N``.
+
+    Returns
+    -------
+    Reduced
+        ``out`` = row ``root`` of ``data`` (shape ``(n,)``), INT8 ``scales`` = row ``root`` of
+        ``scales``, ``status_per`` all zeros, ``status`` NONE.
+
+    Raises
+    ------
+    TypeError
+        If the data or scale dtype does not fit ``dtype``.
+    ValueError
+        If ``root`` is not an int in ``0..N-1``, ``dtype`` is unknown, ``data`` is not 2-D,
+        ``N`` is out of range, the scales have the wrong shape, or scales are missing (INT8) or
+        given (FP16, BF16).
+    """
+    op = "broadcast"
+    name, a, sb = _collective_input(op, dtype, data, scales, "(N, n)")
+    n_part, n = a.shape
+    root = _check_root(op, root, n_part)
+    if name == "int8":
+        _check_scales_shape(op, sb, (n_part, num_blocks(n)), "(N, ceil(n/64))")
+    out = _copy_bits(a[root])
+    if name != "int8":
+        return Reduced(out, None, np.zeros(out.shape, np.uint8), Status.NONE)
+    s_out = _copy_bits(sb[root])
+    return Reduced(out, s_out, np.zeros(s_out.shape, np.uint8), Status.NONE)
+
+
+def reduce(dtype, data, scales=None, root=0) -> Reduced:
+    """The golden Reduce (NCCL ``ncclReduce``, sum): the root gets the reduction of all buffers.
+
+    Every rank sends ``n`` elements (NCCL's ``count``); only the root receives, and what it
+    receives is exactly :func:`allreduce` of ``data`` (INT8: one requantization).
+
+    Parameters
+    ----------
+    dtype : str or enum member
+        ``"fp16"``, ``"bf16"`` or ``"int8"``, as :func:`allreduce` takes it.
+    data : numpy.ndarray, shape (N, n)
+        Row ``i`` is rank ``i``'s send buffer.
+    scales : numpy.ndarray, shape (N, ceil(n / 64)), optional
+        INT8 only (required).
+    root : int
+        The receiving rank, ``0 <= root < N``; it does not change the result.
+
+    Returns
+    -------
+    Reduced
+        The root's result (the other ranks receive nothing; see :func:`collective`).
+
+    Raises
+    ------
+    TypeError
+        If the data or scale dtype does not fit ``dtype``.
+    ValueError
+        If ``root`` is not an int in ``0..N-1``, and as :func:`allreduce` raises.
+    """
+    op = "reduce"
+    name, a, sb = _collective_input(op, dtype, data, scales, "(N, n)")
+    n_part, n = a.shape
+    _check_root(op, root, n_part)
+    if name == "int8":
+        _check_scales_shape(op, sb, (n_part, num_blocks(n)), "(N, ceil(n/64))")
+    return allreduce(name, a, sb)
+
+
+def _op_key(op) -> str:
+    name = str(getattr(op, "name", op)).lower().replace("_", "-")
+    if name not in OPS:
+        raise ValueError(f"op must be one of {', '.join(OPS)}, not {op!r}")
+    return name
+
+
+def collective(op, dtype, data, scales=None, root=0) -> list[Reduced | None]:
+    """The golden result of any collective of :data:`OPS`, per rank: the entry for checking a run.
+
+    Parameters
+    ----------
+    op : str or enum member
+        ``"allreduce"``, ``"reduce-scatter"``, ``"allgather"``, ``"broadcast"`` or ``"reduce"``
+        (any case, ``_`` for ``-``), or a member named so (the ISA's ``Op``).
+    dtype, data, scales
+        As the op's function takes them: :func:`allreduce`, :func:`reduce_scatter`,
+        :func:`allgather`, :func:`broadcast` or :func:`reduce`.
+    root : int
+        The root of ``broadcast`` and ``reduce``; ignored by the other ops.
+
+    Returns
+    -------
+    list of (Reduced or None)
+        ``N`` entries, rank ``r``'s at index ``r``: what rank ``r`` receives, or None if it
+        receives nothing (``reduce``'s non-root ranks). Where every rank receives the same
+        result (``allreduce``, ``allgather``, ``broadcast``) the entries are one object.
+
+    Raises
+    ------
+    ValueError
+        If ``op`` is none of :data:`OPS`; and as the op's function raises.
+    """
+    key = _op_key(op)
+    if key == "reduce-scatter":
+        return reduce_scatter(dtype, data, scales)
+    if key == "reduce":
+        result = reduce(dtype, data, scales, root)
+        return [result if r == root else None for r in range(np.asarray(data).shape[0])]
+    if key == "allreduce":
+        result = allreduce(dtype, data, scales)
+    elif key == "allgather":
+        result = allgather(dtype, data, scales)
+    else:
+        result = broadcast(dtype, data, scales, root)
+    return [result] * np.asarray(data).shape[0]

@@ -9,11 +9,14 @@ from scin.hdl.codec import pack
 from scin.hdl.isa import FlagStatus, IsaParams, flag_layout
 from scin.hdl.packet import FabricParams
 from scin.sim import numerics
+from scin.sim.testbench.endpoint_model import EndpointModel
+from scin.sim.testbench.env import tb_config, tb_rng, start
 from scin.sim.testbench.isa_program import read_counters
+from scin.sim.testbench.streams import StreamSource, random_pauses
 
 
 __all__ = ["SRC", "DST", "SSRC", "SDST", "FLAG", "MEM", "TEST_TIMEOUT", "DATA_FLAGS", "isa_params",
-           "make_inputs", "flag_word", "counters"]
+           "make_inputs", "flag_word", "counters", "start_isa"]
 
 SRC, DST, SSRC, SDST, FLAG = 0x0000, 0x10000, 0x20000, 0x21000, 0x22000
 MEM = 0x23000
@@ -58,3 +61,19 @@ def flag_word(generation, status=0):
 def counters(dut):
     """The ISA's counters (its ``counters`` port) as a dict."""
     return read_counters(dut.counters)
+
+
+async def start_isa(dut):
+    """The ISA with an endpoint model on every port (random pauses on every stream unless the
+    config says ``stalls: false``) and a descriptor loader, out of reset:
+    ``(params, ports, rng, eps, loader)``."""
+    cfg = tb_config()
+    params = isa_params(cfg)
+    ports = params.fabric.ports
+    rng = tb_rng(dut)
+    pauses = (lambda: random_pauses(rng, 0.2)) if cfg.get("stalls", True) else None
+    # Drivers first, so no input is X when reset ends.
+    eps = [EndpointModel(dut, params.fabric, i, MEM, rng, pauses=pauses) for i in range(ports)]
+    loader = StreamSource(dut, "load")
+    await start(dut)
+    return params, ports, rng, eps, loader

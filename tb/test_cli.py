@@ -156,6 +156,12 @@ def test_current_commit(tmp_path):
     (["allreduce", "--endpoints", "9"], "endpoints must be between 2 and 8"),
     (["allreduce", "--outstanding", "3"], "waves must divide the 8 slots"),
     (["verilog", "--out", "/tmp/x", "--block", "nonesuch"], "unknown block"),
+    (["collective", "--op", "broadcast", "--root", "4"], "root must be a rank between 0 and 3, not 4"),
+    (["collective", "--op", "allgather", "--root", "1"], "root is for broadcast and reduce, not allgather"),
+    (["collective", "--op", "reduce-scatter", "--size", "48B"],
+     "REDUCE_SCATTER shard of 24 elements is not a whole number of 32-byte flits"),
+    (["collective", "--op", "barrier", "--in-place"], "a barrier moves no data"),
+    (["collective", "--op", "reduce", "--trace", "--sim", "icarus"], "trace breaks down an All-Reduce only"),
 ])
 def test_bad_parameters_give_one_line_errors(argv, message, capsys):
     assert main(argv) == 2
@@ -253,6 +259,29 @@ def test_allreduce_json_save_and_waves(tmp_path):
         assert (s_in.dtype, s_in.shape, s_out.dtype) == (np.float16, (1,), np.float16)
     # Every endpoint holds the same result.
     assert all((np.load(tmp_path / f"ep{i}_out.npy") == q_out).all() for i in range(4))
+
+
+def test_collective_json_and_save(tmp_path):
+    """`scin collective`: the documented keys (op, root, in_place, bound_cycles), and --save's
+    arrays for an in-place AllGather (each rank's result buffer holds all four shards). On Icarus,
+    one flit per rank."""
+    from scin.sim.runner import have_icarus
+    if not have_icarus():
+        pytest.skip("Icarus Verilog is not installed (apt-get install iverilog)")
+    np = pytest.importorskip("numpy")
+    code, out, err = run("collective", "--op", "allgather", "--in-place", "--sim", "icarus",
+                         "--dtype", "bf16", "--size", "32B", "--json", "--save", str(tmp_path))
+    assert code == 0, err
+    report = json.loads(out)
+    assert (report["op"], report["root"], report["in_place"], report["match"]) == \
+        ("allgather", 0, True, True)
+    # In place, each rank receives the other three shards: a bound of 3 x 32 B over 32 B/cycle.
+    assert report["bound_cycles"] == 3 and report["efficiency"] == 3 / report["cycles"]
+    ins = [np.load(tmp_path / f"ep{i}_in.npy") for i in range(4)]
+    for i in range(4):
+        out_i = np.load(tmp_path / f"ep{i}_out.npy")
+        assert (out_i.dtype, out_i.shape) == (np.uint16, (64,))
+        assert (out_i == np.concatenate(ins)).all()
 
 
 def test_allreduce_trace_breaks_the_latency_down_hop_by_hop():

@@ -23,14 +23,12 @@ from scin.hdl.isa import Isa
 from scin.hdl.packet import MsgClass, Opcode
 from scin.sim import numerics
 from scin.sim.runner import verilog_for, run_cocotb
-from scin.sim.testbench.endpoint_model import EndpointModel
-from scin.sim.testbench.env import tb_config, tb_rng, start, cocotb_module
+from scin.sim.testbench.env import tb_config, cocotb_module
 from scin.sim.testbench.isa_program import load_program
-from scin.sim.testbench.streams import StreamSource, random_pauses
 
 from scin.tb.simulators import sim_params
-from scin.tb.isa_setup import (SRC, DST, SSRC, SDST, FLAG, MEM, DATA_FLAGS, isa_params,
-                               make_inputs, flag_word, counters)
+from scin.tb.isa_setup import (SRC, DST, SSRC, SDST, FLAG, DATA_FLAGS, isa_params,
+                               make_inputs, flag_word, counters, start_isa)
 
 
 async def wait_flags(dut, eps, generation, timeout=20_000):
@@ -47,14 +45,7 @@ async def wait_flags(dut, eps, generation, timeout=20_000):
 @cocotb.test()
 async def allreduce_matches_golden_model(dut):
     cfg = tb_config()
-    params = isa_params(cfg)
-    ports = params.fabric.ports
-    rng = tb_rng(dut)
-    pauses = (lambda: random_pauses(rng, 0.2)) if cfg.get("stalls", True) else None
-    # Drivers first, so no input is X when reset ends.
-    eps = [EndpointModel(dut, params.fabric, i, MEM, rng, pauses=pauses) for i in range(ports)]
-    loader = StreamSource(dut, "load")
-    await start(dut)
+    params, ports, rng, eps, loader = await start_isa(dut)
     dtype, elements = cfg["dtype"], cfg["elements"]
     mask = cfg.get("mask", (1 << ports) - 1)
     parts = [i for i in range(ports) if mask >> i & 1]
@@ -148,21 +139,6 @@ def test_isa_allreduce(sim, case):
     path = verilog_for(lambda: Isa(params), "isa", repr(params))
     run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
                config=cfg, testcase="allreduce_matches_golden_model")
-
-
-async def start_isa(dut):
-    """The ISA with an endpoint model on every port (random pauses on every stream unless the
-    config says ``stalls: false``) and a descriptor loader, out of reset:
-    ``(params, ports, rng, eps, loader)``."""
-    cfg = tb_config()
-    params = isa_params(cfg)
-    ports = params.fabric.ports
-    rng = tb_rng(dut)
-    pauses = (lambda: random_pauses(rng, 0.2)) if cfg.get("stalls", True) else None
-    eps = [EndpointModel(dut, params.fabric, i, MEM, rng, pauses=pauses) for i in range(ports)]
-    loader = StreamSource(dut, "load")
-    await start(dut)
-    return params, ports, rng, eps, loader
 
 
 #: The message size of the scenarios below: 4 KiB (two slots) on Verilator, one 128-byte slot on

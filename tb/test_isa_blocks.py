@@ -21,6 +21,7 @@ from scin.hdl.isa.barrier import BarrierManager
 from scin.hdl.isa.feeder import Feeder
 from scin.hdl.isa.instruction_buffer import InstructionBuffer
 from scin.hdl.isa.interfaces import flag_request_layout, job_layout, message_layout
+from scin.hdl.isa.plan import op_plan, ranks, segments
 from scin.hdl.isa.read_issuer import ReadIssuer
 from scin.hdl.isa.table_manager import TableManager
 from scin.hdl.isa.wave_controller import DescriptorCheck, Watchdog
@@ -317,8 +318,34 @@ def test_table_manager_hands_out_slots_in_ring_order_and_frees_whole_waves(mode,
 
 # -- read issuer ----------------------------------------------------------------------------------
 
+def _message(p, op, dtype, mask, nbytes, *, root=0, src_addr=0, dst_addr=0, src_scale_addr=0,
+             dst_scale_addr=0):
+    """A ``run.msg`` dict for ``op``: its plan flags from :func:`op_plan` (in place when
+    ``src_addr == dst_addr``) and its root's port one-hot."""
+    plan = op_plan(op, src_addr == dst_addr)
+    return dict(dtype=dtype, mask=mask, bytes=nbytes, src_addr=src_addr, dst_addr=dst_addr,
+                src_scale_addr=src_scale_addr, dst_scale_addr=dst_scale_addr,
+                root=1 << ranks(mask)[root], **{k: int(v) for k, v in plan._asdict().items()})
+
+
+#: The read issuer's messages: (op, dtype, mask, bytes per rank, root, src, dst, src/dst scales).
+ISSUER_MESSAGES = [
+    (Op.ALLREDUCE, DType.FP16, 0b1101, 2 * 4096 + 96, 0, 0x40000, 0, 0, 0),
+    (Op.ALLREDUCE, DType.INT8, 0b0110, 3 * 4096 + 128, 0, 0x80000, 0, 0x9000, 0),
+    # Shards that start inside a page at the source (and, in place, at the destination).
+    (Op.REDUCE_SCATTER, DType.FP16, 0b1011, 3000 + 8, 0, 0x10000, 0x20000, 0, 0),
+    (Op.REDUCE_SCATTER, DType.INT8, 0b0111, 64 * 40, 0, 0x10000, 0x10000, 0x3000, 0x3000),
+    (Op.ALLGATHER, DType.BF16, 0b1110, 4096 + 2048 + 32, 0, 0x30000, 0x30000, 0, 0),
+    (Op.ALLGATHER, DType.INT8, 0b1001, 64 * 70, 0, 0x8000, 0x20000, 0x1000, 0x2000),
+    (Op.BROADCAST, DType.FP16, 0b1111, 4096 + 64, 2, 0x5000, 0x5000, 0, 0),
+    (Op.REDUCE, DType.INT8, 0b1110, 64 * 20, 1, 0x6000, 0x7000, 0x800, 0x900),
+]
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_read_issuer_tags_and_addresses(mode):
+def test_read_issuer_walks_each_operation_segment_by_segment(mode):
+    """Every operation's segments (read set, write set, offsets, lengths: :func:`segments`), its
+    arms, jobs and read requests with their tags and addresses, data and INT8 scales."""
     rng = _rng("issuer", mode)
     p = IsaParams()
     f = p.fabric
@@ -327,21 +354,18 @@ def test_read_issuer_tags_and_addresses(mode):
     alloc = Source(dut.alloc, rng, idle)
     jobs = Sink(dut.job, rng, stall)
     reqs = [Sink(dut.req[i], rng, stall) for i in range(f.ports)]
-    messages = [
-        dict(dtype=DType.FP16, mask=0b1101, bytes=2 * f.max_payload + 96,
-             src_addr=0x40000, dst_addr=0, src_scale_addr=0, dst_scale_addr=0),
-        dict(dtype=DType.INT8, mask=0b0110, bytes=3 * f.max_payload + 128,
-             src_addr=0x80000, dst_addr=0, src_scale_addr=0x9000, dst_scale_addr=0),
-    ]
+    messages = [(op, _message(p, op, dt, mask, n, root=root, src_addr=sa, dst_addr=da,
+                              src_scale_addr=ss, dst_scale_addr=ds), root)
+                for op, dt, mask, n, root, sa, da, ss, ds in ISSUER_MESSAGES]
 
     async def bench(ctx):
         arms, next_slot = [], 5
-        for msg in messages:
+        for _, msg, _ in messages:
             ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
             ctx.set(dut.issue.start, 1)
             await ctx.tick()
             ctx.set(dut.issue.start, 0)
-            for _ in range(2000):
+            for _ in range(4000):
                 while len(alloc.queue) < 2:       # free slots, in ring order as the table manager
                     alloc.queue.append(next_slot)
                     next_slot = (next_slot + 1) % p.slots
@@ -357,28 +381,27 @@ def test_read_issuer_tags_and_addresses(mode):
             alloc.queue.clear()
             for _ in range(8):                    # let the request queues drain
                 await _step(ctx, [], [jobs] + reqs)
-        # Model: one job and one arm per slot, in order; reads to every participant.
+        # Model: one job and one arm per segment, in order; reads to the segment's read set.
         issue, expect_jobs, expect_reqs = 0, [], [[] for _ in range(f.ports)]
         slots = [a["slot"] for a in arms]
-        for msg in messages:
+        for op, msg, root in messages:
             int8 = msg["dtype"] == DType.INT8
-            nslots = -(-msg["bytes"] // f.max_payload)
-            for k in range(nslots):
+            for seg in segments(op, msg["mask"], msg["bytes"], fabric=f, int8=int8, root=root,
+                                in_place=msg["src_addr"] == msg["dst_addr"]):
                 slot = slots[issue]
-                chunk = min(f.max_payload, msg["bytes"] - k * f.max_payload)
-                assert arms[issue] == dict(slot=slot, mask=msg["mask"], scales=int(int8), seq=issue)
-                expect_jobs.append(dict(slot=slot, seq=k, bytes=chunk, last=int(k == nslots - 1)))
-                for i in range(f.ports):
-                    if not msg["mask"] >> i & 1:
-                        continue
+                assert arms[issue] == dict(slot=slot, mask=seg.rmask, scales=int(int8), seq=issue)
+                expect_jobs.append(dict(slot=slot, rmask=seg.rmask, wmask=seg.wmask,
+                                        dst_off=seg.dst_off, bytes=seg.bytes, last=int(seg.last)))
+                for i in ranks(seg.rmask):
                     hdr = dict(opcode=Opcode.READ.value, msg_class=MsgClass.REQ.value, inc=1,
                                status=0, src=i, dst=i)
-                    expect_reqs[i].append(dict(hdr, length=chunk, addr=msg["src_addr"] + k * f.max_payload,
+                    expect_reqs[i].append(dict(hdr, length=seg.bytes,
+                                               addr=msg["src_addr"] + seg.src_off,
                                                tag=read_tag(p, slot, ReadKind.DATA, issue)))
                     if int8:
                         expect_reqs[i].append(dict(
-                            hdr, length=chunk // 32,
-                            addr=msg["src_scale_addr"] + k * p.scale_bytes_per_slot,
+                            hdr, length=seg.bytes // 32,
+                            addr=msg["src_scale_addr"] + seg.src_off // 32,
                             tag=read_tag(p, slot, ReadKind.SCALE, issue)))
                 issue += 1
         assert [unpack(job_layout(p), j) for j in jobs.got] == expect_jobs
@@ -389,6 +412,29 @@ def test_read_issuer_tags_and_addresses(mode):
         assert ctx.get(dut.counters.slots) == issue == len(arms)
 
     _run(dut, bench)
+
+
+def test_segments_cross_no_page_and_cover_each_shard_once():
+    """The plan's twin itself: every segment stays inside one 4 KiB page at both ends (INT8: its
+    scales inside one flit at both ends), and each phase covers its shard exactly once."""
+    f = FabricParams()
+    rng = random.Random(7)
+    for _ in range(300):
+        op = rng.choice([Op.ALLREDUCE, Op.REDUCE_SCATTER, Op.ALLGATHER, Op.BROADCAST, Op.REDUCE])
+        int8 = rng.random() < 0.5
+        mask = rng.randrange(1, 16)
+        nbytes = rng.randrange(1, 400) * (64 if int8 else 32)
+        n = len(ranks(mask))
+        segs = segments(op, mask, nbytes, fabric=f, int8=int8, root=rng.randrange(n),
+                        in_place=rng.random() < 0.5)
+        assert [s.last for s in segs].count(True) == 1 and segs[-1].last
+        assert sum(s.bytes for s in segs) == nbytes * (n if op in (Op.REDUCE_SCATTER,
+                                                                   Op.ALLGATHER) else 1)
+        for s in segs:
+            for off in (s.src_off, s.dst_off):
+                assert off // 4096 == (off + s.bytes - 1) // 4096
+                if int8:
+                    assert (off % 1024 == 0) or (off // 1024 == (off + s.bytes - 1) // 1024)
 
 
 # -- wave table -----------------------------------------------------------------------------------
@@ -516,18 +562,21 @@ def test_feeder_cuts_through_only_arrived_flits(mode, dtype):
     f = p.fabric
     dut = Feeder(p)
     idle, stall = _pauses(mode)
-    mask = 0b1011
     jobs_in = Source(dut.job, rng, idle)
     wb_jobs = Sink(dut.wb_job, rng, stall)
     out = Sink(dut.dp, rng, stall)
-    jobs = [dict(slot=3, seq=0, bytes=512, last=0), dict(slot=4, seq=1, bytes=256, last=0),
-            dict(slot=5, seq=2, bytes=96, last=1)]
+    # Each job reads its own set (an AllGather's phases): the flits of one job must not be
+    # zeroed by the next job's set while they wait on the output.
+    job = lambda slot, rmask, nbytes, last: dict(slot=slot, rmask=rmask, wmask=0b0110,
+                                                 dst_off=64 * slot, bytes=nbytes, last=last)
+    jobs = [job(3, 0b1011, 512, 0), job(4, 0b0010, 256, 0), job(5, 0b1000, 96, 0),
+            job(6, 0b1101, 64, 1)]
+    rmask_of = {j["slot"]: j["rmask"] for j in jobs}
     jobs_in.queue = [pack(job_layout(p), j) for j in jobs]
     block_flits = 64 * 8 // f.flit_width
 
     async def bench(ctx):
         ctx.set(dut.run.msg.dtype, dtype)
-        ctx.set(dut.run.msg.mask, mask)
         arrived = {}                                  # (slot, port) -> flits arrived
         scales = {}
         releases = []
@@ -551,7 +600,7 @@ def test_feeder_cuts_through_only_arrived_flits(mode, dtype):
             if en:
                 # A flit is read only once every participant's flit (and INT8 scales) is there.
                 for i in range(f.ports):
-                    if mask >> i & 1:
+                    if rmask_of[rd_slot] >> i & 1:
                         assert arrived.get((rd_slot, i), 0) > flit
                         if dtype == DType.INT8:
                             assert scales.get((rd_slot, i))
@@ -577,14 +626,20 @@ def test_feeder_cuts_through_only_arrived_flits(mode, dtype):
         expect = []
         for j in jobs:
             n = -(-j["bytes"] // f.flit_bytes)
+            mask = j["rmask"]
+            one = min(i for i in range(f.ports) if mask >> i & 1)   # the copy source
             for k in range(n):
                 block = k // block_flits
                 sf, lane = block // (f.flit_width // 16), block % (f.flit_width // 16)
                 expect.append(dict(
-                    dtype=dtype.value, last=int(k == n - 1),
-                    data=[_pattern(j["slot"], k, i) if mask >> i & 1 else 0 for i in range(f.ports)],
-                    scale=[(sf * 16 + lane + i) & 0xFFFF if mask >> i & 1 else 0
-                           for i in range(f.ports)]))
+                    flit=dict(
+                        dtype=dtype.value, last=int(k == n - 1),
+                        data=[_pattern(j["slot"], k, i) if mask >> i & 1 else 0
+                              for i in range(f.ports)],
+                        scale=[(sf * 16 + lane + i) & 0xFFFF if mask >> i & 1 else 0
+                               for i in range(f.ports)]),
+                    one=dict(data=_pattern(j["slot"], k, one),
+                             scale=(sf * 16 + lane + one) & 0xFFFF)))
         assert flits == expect
 
     _run(dut, bench)
@@ -662,39 +717,44 @@ def test_write_back_multicasts_results_scales_and_flags(mode, dtype):
     f = p.fabric
     dut = WriteBack(p)
     idle, stall = _pauses(mode)
-    mask = 0b1101
-    msg = dict(dtype=dtype, mask=mask, bytes=0, src_addr=0, src_scale_addr=0,
+    msg = dict(dtype=dtype, mask=0b1101, bytes=0, src_addr=0, src_scale_addr=0,
                dst_addr=0x100000, dst_scale_addr=0x200000)
-    jobs = [dict(slot=1, seq=0, bytes=256, last=0), dict(slot=2, seq=1, bytes=128, last=1)]
+    # Each job writes its own set at its own offset (a ReduceScatter's phases), the last one to
+    # no port at all (an in-place AllGather of one participant).
+    jobs = [dict(slot=1, rmask=0b1101, wmask=0b1101, dst_off=0, bytes=256, last=0),
+            dict(slot=2, rmask=0b1101, wmask=0b0100, dst_off=5 * 1024, bytes=128, last=0),
+            dict(slot=3, rmask=0b0001, wmask=0b0000, dst_off=64, bytes=64, last=1)]
     job_src = Source(dut.job, rng, idle)
     job_src.queue = [pack(job_layout(p), j) for j in jobs]
     flag_src = Source(dut.flag, rng, idle)
     dp = Source(dut.dp, rng, idle)
     wr = [Sink(dut.wr[i], rng, stall) for i in range(f.ports)]
     block_flits = 64 * 8 // f.flit_width
-    expect = []                                       # per packet: (addr, length, body)
-    for j in jobs:
+    expect = [[] for _ in range(f.ports)]             # per port, per packet: (addr, length, body)
+    for n_job, j in enumerate(jobs):
         n = j["bytes"] // f.flit_bytes
         data = [rng.getrandbits(f.flit_width) for _ in range(n)]
         scales = [rng.getrandbits(16) for _ in range(n // block_flits)]
         for k, d in enumerate(data):
             dp.queue.append(pack(dut.dp.payload.shape(), dtype=dtype, data=d, last=int(k == n - 1),
                                  scale=scales[k // block_flits] if k % block_flits == 0 else 0,
-                                 status=1 if (j["seq"], k) == (1, 2) else 0))
-        expect.append((msg["dst_addr"] + j["seq"] * f.max_payload, j["bytes"], data))
-        if dtype == DType.INT8:
-            word = sum(sc << (16 * b) for b, sc in enumerate(scales))
-            expect.append((msg["dst_scale_addr"] + j["seq"] * p.scale_bytes_per_slot,
-                           len(scales) * 2, [word]))
+                                 status=1 if (n_job, k) == (1, 2) else 0))
+        for i in ranks(j["wmask"]):
+            expect[i].append((msg["dst_addr"] + j["dst_off"], j["bytes"], data))
+            if dtype == DType.INT8:
+                word = sum(sc << (16 * b) for b, sc in enumerate(scales))
+                expect[i].append((msg["dst_scale_addr"] + j["dst_off"] // 32,
+                                  len(scales) * 2, [word]))
     flag = dict(mask=0b0011, addr=0x3000, word=dict(generation=7, status=2))
     flag_word = pack(flag_request_layout(p)["word"].shape, flag["word"])
 
     async def bench(ctx):
         ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
-        slot_done = []
+        slot_done, msg_done = [], []
 
         def probe():
             slot_done.append(ctx.get(dut.status.slot_done))
+            msg_done.append(ctx.get(dut.status.msg_done))
         for cycle in range(2000):
             if cycle == 5:
                 flag_src.queue.append(pack(flag_request_layout(p), flag))
@@ -705,11 +765,13 @@ def test_write_back_multicasts_results_scales_and_flags(mode, dtype):
         for _ in range(8):
             await _step(ctx, [], wr)
         assert sum(slot_done) == len(jobs)                # one pulse per slot's last flit
+        assert sum(msg_done) == 1 and msg_done.index(1) == len(slot_done) - 1 - \
+            slot_done[::-1].index(1)                      # ... and one on the last slot's
         assert ctx.get(dut.status.status) == 1            # the OR of the datapath's flags
         assert ctx.get(dut.status.outstanding)            # nothing acknowledged yet
         for i in range(f.ports):
             got = _packets(f, wr[i].got)
-            want = list(expect) if mask >> i & 1 else []
+            want = list(expect[i])
             # The flag goes behind whatever was queued when it was taken: after the first job
             # at the earliest (the write-back takes a job before a flag when both wait).
             if flag["mask"] >> i & 1:
@@ -722,9 +784,13 @@ def test_write_back_multicasts_results_scales_and_flags(mode, dtype):
             # One write sequence for results, scales and flags: tags in order at every port.
             tags = [h["tag"] for h, _ in got]
             assert tags == sorted(tags) and len(set(tags)) == len(tags)
+        # Every packet takes the next tag, one sent to no port too (it is simply never seen).
+        per_job = 2 if dtype == DType.INT8 else 1
+        total = per_job * len(jobs) + 1
+        unseen = per_job * sum(1 for j in jobs if not j["wmask"])
         every = sorted({h["tag"] for w in wr for h, _ in _packets(f, w.got)})
-        assert every == [write_tag(p, n) for n in range(len(every))]
-        assert len(every) == len(expect) + 1
+        assert set(every) <= {write_tag(p, n) for n in range(total)}
+        assert len(every) == total - unseen
 
     _run(dut, bench)
 
@@ -796,17 +862,19 @@ def _random_descriptor(rng, p):
     pick = lambda *choices: rng.choice(choices)
     data_align, scale_align = 4096, 128
     return dict(
-        op=pick(0, 1, 1, 1, 2, 6, 6, 7, 15),
+        op=pick(0, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 15),
         dtype=pick(0, 1, 2, 2, 3),
         flag_mode=rng.getrandbits(1),
         sync=pick(0, 1, p.sync_resources - 1, p.sync_resources, 255),
         participants=pick(0, 0b1, 0b1111, 0b1011, 0b10001, 1 << 15),
-        elements=pick(0, 1, 64, 100, 2048, p.max_elements, p.max_elements + 1, (1 << 32) - 1),
+        elements=pick(0, 1, 16, 48, 64, 100, 2048, p.max_elements, p.max_elements + 1,
+                      (1 << 32) - 1),
         src_addr=pick(0, data_align, 0x11, data_align * 3 + 32),
         dst_addr=pick(0, data_align * 7, 0x10020),
         src_scale_addr=pick(0, scale_align, 0x20040),
         dst_scale_addr=pick(0, scale_align * 5, 2),
         flag_addr=pick(0, 4, 0x2000, 0x2002),
+        root=pick(0, 1, 2, 3, 4, 15),
     )
 
 
@@ -826,6 +894,9 @@ def test_descriptor_check_is_the_twin_of_check_descriptor():
             mask = d["participants"] & ((1 << p.fabric.ports) - 1)
             assert ctx.get(dut.mask) == mask
             assert ctx.get(dut.barrier_ok) == (d["sync"] < p.sync_resources and mask != 0)
+            order = ranks(mask)
+            assert ctx.get(dut.root) == (1 << order[d["root"]] if d["root"] < len(order) else 0)
+            assert ctx.get(dut.in_place) == (d["src_addr"] == d["dst_addr"])
             good, bad = good + ok, bad + (not ok)
         assert good > 10 and bad > 10
 

@@ -85,7 +85,14 @@ GOOD = dict(op=d.Op.ALLREDUCE.value, dtype=0, sync=0, participants=0b1111, eleme
 
 @pytest.mark.parametrize("change, reason", [
     (dict(op=0), "op 0 is not implemented"),
-    (dict(op=d.Op.REDUCE_SCATTER.value), "op 2 is not implemented"),
+    (dict(op=7), "op 7 is not implemented"),
+    (dict(op=d.Op.BROADCAST.value, root=4), "root 4 is not a rank of the 4 participants"),
+    (dict(op=d.Op.REDUCE.value, participants=0b0101, root=2), "root 2 is not a rank of the 2"),
+    # A shard must be whole flits (so every rank's shard starts on a flit): 24 FP16 = 48 bytes.
+    (dict(op=d.Op.REDUCE_SCATTER.value, elements=24), "REDUCE_SCATTER shard of 24 elements is not a whole number of 32-byte flits"),
+    (dict(op=d.Op.ALLGATHER.value, elements=8), "ALLGATHER shard of 8 elements"),
+    (dict(op=d.Op.ALLGATHER.value, dtype=2, elements=128, src_addr=0x10000, src_scale_addr=0x100,
+          dst_scale_addr=0x200), "INT8 in place needs the scales in place too"),
     (dict(participants=0), "participant set is empty"),
     (dict(participants=0b10001), "names ports beyond 3"),
     (dict(sync=8), "sync resource 8 is out of range"),

@@ -19,8 +19,9 @@ from scin.sim.fp import (
     round_fixed,
 )
 from scin.sim.numerics import (
-    BLOCK, MAX_PARTICIPANTS, Status, allreduce, allreduce_bf16, allreduce_fp16, allreduce_int8,
-    dequantize_int8, dequantize_int8_fixed, num_blocks, quantize_int8, quantize_int8_fixed,
+    BLOCK, DTYPES, MAX_PARTICIPANTS, OPS, Reduced, Status, allgather, allreduce, allreduce_bf16, allreduce_fp16,
+    allreduce_int8, broadcast, collective, dequantize_int8, dequantize_int8_fixed, num_blocks, quantize_int8,
+    quantize_int8_fixed, reduce, reduce_scatter,
 )
 
 PROPS = settings(derandomize=True, max_examples=300, deadline=None,
@@ -684,3 +685,312 @@ def test_accuracy_script_smoke(tmp_path, capsys):
                  "--outliers", "2", "--out-dir", str(tmp_path), "--no-plot"]) == 0
     out = capsys.readouterr().out
     assert "| inq | rel. L2 |" in out and (tmp_path / "accuracy.csv").read_text().startswith("mode,N,")
+
+
+# --------------------------------------------------------------------------- collectives
+
+#: The collective properties: fewer examples (each runs N All-Reduces) but the same seeding.
+COLL = settings(PROPS, max_examples=100)
+
+#: Bit patterns every copying collective must keep: +-0, +-Inf, NaNs with payloads and either sign.
+SPECIAL_BITS = {
+    "fp16": [0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0x7D55, 0xFE00, 0xFFFF, 0x0001, 0x7BFF],
+    "bf16": [0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0x7FAA, 0xFFC1, 0xFFFF, 0x0001, 0x7F7F],
+}
+#: INT8 scale patterns: negative (-0.0 included), Inf and NaN scales (invalid in a reduction) and extremes.
+SPECIAL_SCALES = [0x0000, 0x8000, 0xBC00, 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE01, 0x0001, 0x7BFF]
+
+
+def random_messages(dtype, rng, n_part, n, special=0.1, wide=True, as_float=False):
+    """(data, scales) of N random messages of n elements, with special patterns mixed in.
+
+    ``wide`` draws FP16/BF16 data from every bit pattern (sums often overflow) and INT8 scales from
+    every finite non-negative one; otherwise magnitudes stay below 2, so most results are ordinary.
+    A fraction ``special`` of the patterns is replaced by ``SPECIAL_BITS`` / ``SPECIAL_SCALES``.
+    """
+    def patterns(shape, specials, limit, signed):
+        bits = rng.integers(0, limit, size=shape, dtype=np.uint32)
+        if signed:
+            bits |= rng.integers(0, 2, size=shape, dtype=np.uint32) << 15
+        pick = rng.random(shape) < special
+        return np.where(pick, rng.choice(np.array(specials, dtype=np.uint32), size=shape), bits).astype(np.uint16)
+
+    if dtype == "int8":
+        q = rng.integers(-128, 128, size=(n_part, n), dtype=np.int8)
+        s = patterns((n_part, num_blocks(n)), SPECIAL_SCALES, 0x7C00 if wide else 0x4000, signed=False)
+        return q, (s.view(np.float16) if as_float else s)
+    data = patterns((n_part, n), SPECIAL_BITS[dtype], 1 << 16 if wide else 0x4000, signed=not wide)
+    return (data.view(np.float16) if as_float and dtype == "fp16" else data), None
+
+
+@st.composite
+def collective_cases(draw, max_part=8, max_c=6, max_blocks=2):
+    """(dtype, N, c, rng, random_messages options) for the collective properties."""
+    dtype = draw(st.sampled_from(DTYPES))
+    n_part = draw(st.integers(2, max_part))
+    c = draw(st.integers(0, max_blocks)) * BLOCK if dtype == "int8" else draw(st.integers(0, max_c))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    opts = dict(special=draw(st.sampled_from([0.0, 0.05, 0.3])), wide=draw(st.booleans()), as_float=draw(st.booleans()))
+    return dtype, n_part, c, rng, opts
+
+
+def bits_of(a):
+    """Bytes of an array (its bit patterns), or None."""
+    return None if a is None else np.ascontiguousarray(a).tobytes()
+
+
+def assert_same(got: Reduced, want: Reduced, status=True):
+    """Bit for bit: out and scale bytes and dtypes, and (if ``status``) the status bits."""
+    assert got.out.dtype == want.out.dtype and got.out.shape == want.out.shape
+    assert bits_of(got.out) == bits_of(want.out)
+    assert (got.scales is None) == (want.scales is None)
+    if want.scales is not None:
+        assert got.scales.dtype == want.scales.dtype and bits_of(got.scales) == bits_of(want.scales)
+    if status:
+        assert np.array_equal(got.status_per, want.status_per) and got.status == want.status
+
+
+def assert_copy(result: Reduced, dtype):
+    """A copying collective reports no status: zeros per element (per block for INT8) and NONE."""
+    assert result.status == Status.NONE and result.status_per.dtype == np.uint8 and not result.status_per.any()
+    per = result.scales if dtype == "int8" else result.out
+    assert result.status_per.shape == per.shape
+
+
+@COLL
+@given(collective_cases())
+def test_reduce_scatter_then_allgather_equals_allreduce(case):
+    dtype, n_part, c, rng, opts = case
+    data, scales = random_messages(dtype, rng, n_part, n_part * c, **opts)
+    shards = collective("reduce-scatter", dtype, data, scales)
+    assert len(shards) == n_part and all(r.out.shape == (c,) for r in shards)
+    gather_scales = np.stack([r.scales for r in shards]) if dtype == "int8" else None
+    gathered = collective("allgather", dtype, np.stack([r.out for r in shards]), gather_scales)
+    want = allreduce(dtype, data, scales)
+    assert len(gathered) == n_part
+    for rank in gathered:  # on every rank
+        assert_same(rank, want, status=False)
+        assert_copy(rank, dtype)
+    # Each rank's status is its own shard's: together they are All-Reduce's.
+    assert np.array_equal(np.concatenate([r.status_per for r in shards]), want.status_per)
+    assert Status(int(np.bitwise_or.reduce([int(r.status) for r in shards]))) == want.status
+
+
+@COLL
+@given(collective_cases(max_c=40, max_blocks=3), st.data())
+def test_reduce_then_broadcast_equals_allreduce(case, data_strategy):
+    dtype, n_part, c, rng, opts = case
+    n = c + data_strategy.draw(st.integers(0, BLOCK - 1)) if dtype == "int8" else c  # INT8: a short last block
+    data, scales = random_messages(dtype, rng, n_part, n, **opts)
+    root = data_strategy.draw(st.integers(0, n_part - 1))
+    reduced = collective("reduce", dtype, data, scales, root=root)
+    assert [r is None for r in reduced] == [r != root for r in range(n_part)]
+    want = allreduce(dtype, data, scales)
+    assert_same(reduced[root], want)
+    # The root broadcasts its result; the other ranks' buffers hold anything.
+    other, other_scales = random_messages(dtype, rng, n_part, n, special=0.3, as_float=opts["as_float"])
+    other[root] = reduced[root].out
+    if dtype == "int8":
+        other_scales[root] = reduced[root].scales
+    for rank in collective("broadcast", dtype, other, other_scales, root=root):
+        assert_same(rank, want, status=False)
+        assert_copy(rank, dtype)
+
+
+@COLL
+@given(collective_cases(max_c=24, max_blocks=3))
+def test_allgather_is_concatenation_byte_for_byte(case):
+    dtype, n_part, c, rng, opts = case
+    data, scales = random_messages(dtype, rng, n_part, c, special=max(opts["special"], 0.3), wide=True,
+                                   as_float=opts["as_float"])
+    if dtype == "int8":  # any scale bit pattern at all
+        scales = rng.integers(0, 1 << 16, size=scales.shape, dtype=np.uint32).astype(np.uint16).view(scales.dtype)
+    got = allgather(dtype, data, scales)
+    assert got.out.dtype == data.dtype and got.out.shape == (n_part * c,)
+    assert bits_of(got.out) == b"".join(data[r].tobytes() for r in range(n_part))
+    if dtype == "int8":
+        assert got.scales.dtype == scales.dtype and got.scales.shape == (n_part * c // BLOCK,)
+        assert bits_of(got.scales) == b"".join(scales[r].tobytes() for r in range(n_part))
+    else:
+        assert got.scales is None
+    assert_copy(got, dtype)
+
+
+@pytest.mark.parametrize("dtype, as_float", [("fp16", True), ("fp16", False), ("bf16", False), ("int8", False),
+                                             ("int8", True)])
+def test_allgather_and_broadcast_copy_every_16_bit_pattern(dtype, as_float):
+    """Every data pattern (INT8: every value and every scale pattern) through both copies."""
+    n_part = 4
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).reshape(n_part, -1)
+    if dtype == "int8":
+        scales = every.view(np.float16) if as_float else every
+        data = np.tile(np.arange(-128, 128, dtype=np.int8), (1 << 16) * BLOCK // 256).reshape(n_part, -1)
+    else:
+        data, scales = (every.view(np.float16) if as_float else every), None
+    got = allgather(dtype, data, scales)
+    assert bits_of(got.out) == bits_of(data)
+    if dtype == "int8":
+        assert bits_of(got.scales) == bits_of(scales)
+    for root in range(n_part):
+        got = broadcast(dtype, data, scales, root=root)
+        assert bits_of(got.out) == bits_of(data[root]) and got.out.dtype == data.dtype
+        assert dtype != "int8" or bits_of(got.scales) == bits_of(scales[root])
+        assert_copy(got, dtype)
+
+
+@COLL
+@given(collective_cases(max_c=20, max_blocks=2), st.data())
+def test_broadcast_ignores_non_root_rows(case, data_strategy):
+    dtype, n_part, c, rng, opts = case
+    data, scales = random_messages(dtype, rng, n_part, c, **opts)
+    root = data_strategy.draw(st.integers(0, n_part - 1))
+    first = broadcast(dtype, data, scales, root=root)
+    assert bits_of(first.out) == bits_of(data[root])
+    assert dtype != "int8" or bits_of(first.scales) == bits_of(scales[root])
+    assert_copy(first, dtype)
+    other, other_scales = random_messages(dtype, rng, n_part, c, special=0.5, wide=True, as_float=opts["as_float"])
+    keep = np.arange(n_part) == root
+    data2 = np.where(keep[:, None], data, other.view(data.dtype))
+    scales2 = None if scales is None else np.where(keep[:, None], scales, other_scales.view(scales.dtype))
+    assert_same(broadcast(dtype, data2, scales2, root=root), first)
+    # The same for reduce's root: it does not change the result.
+    assert_same(reduce(dtype, data, scales, root=root), allreduce(dtype, data, scales))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reduce_scatter_status_is_the_ranks_own_shard(dtype):
+    """Three ranks, c = 64: shard 0 overflows, shard 1 is ordinary, shard 2 is invalid."""
+    n_part, c = 3, BLOCK
+    if dtype == "int8":
+        data = np.full((n_part, n_part * c), 1, dtype=np.int8)
+        data[:, :c] = 127
+        scales = np.full((n_part, n_part), 0x3C00, dtype=np.uint16)   # 1.0
+        scales[:, 0] = 0x7BFF                                           # 3 * 127 * 65504 / 127 > 65504
+        scales[1, 2] = 0x7E00                                           # one NaN scale in shard 2
+    else:
+        big, one, nan = (0x7BFF, 0x3C00, 0x7E00) if dtype == "fp16" else (0x7F7F, 0x3F80, 0x7FC0)
+        data = np.full((n_part, n_part * c), one, dtype=np.uint16)
+        data[:, :c] = big
+        data[1, 2 * c + 5] = nan
+        scales = None
+    shards = reduce_scatter(dtype, data, scales)
+    assert [r.status for r in shards] == [Status.OVERFLOW, Status.NONE, Status.INVALID]
+    for r, want in zip(shards, [Status.OVERFLOW, Status.NONE, Status.INVALID]):
+        assert r.status == Status(int(np.bitwise_or.reduce(r.status_per)))
+        assert set(int(v) for v in r.status_per) <= {0, int(want)}
+    full = allreduce(dtype, data, scales)
+    assert full.status == Status.OVERFLOW | Status.INVALID
+    for r in range(n_part):
+        sl = slice(r * c, (r + 1) * c) if dtype != "int8" else slice(r, r + 1)
+        assert np.array_equal(shards[r].status_per, full.status_per[sl])
+
+
+def test_collective_dispatch_names_and_per_rank_lists():
+    from scin.hdl.isa import Op
+    rng = np.random.default_rng(9)
+    for dtype in DTYPES:
+        n_part, c = 4, 2 * BLOCK
+        data, scales = random_messages(dtype, rng, n_part, n_part * c)
+        calls = {
+            "allreduce": (allreduce(dtype, data, scales),) * n_part,
+            "reduce-scatter": tuple(reduce_scatter(dtype, data, scales)),
+            "allgather": (allgather(dtype, data, scales),) * n_part,
+            "broadcast": (broadcast(dtype, data, scales, root=2),) * n_part,
+            "reduce": (None, None, reduce(dtype, data, scales, root=2), None),
+        }
+        assert tuple(calls) == OPS
+        for op, want in calls.items():
+            for spelling in (op, op.upper(), op.replace("-", "_"), Op[op.upper().replace("-", "_")]):
+                got = collective(spelling, dtype, data, scales, root=2)
+                assert isinstance(got, list) and len(got) == n_part
+                for g, w in zip(got, want):
+                    assert (g is None) == (w is None)
+                    if w is not None:
+                        assert_same(g, w)
+
+
+def test_collective_refuses_an_unknown_op():
+    from scin.hdl.isa import Op
+    x = np.ones((2, 4), np.uint16)
+    with pytest.raises(ValueError, match=r"^op must be one of allreduce, reduce-scatter, allgather, broadcast, "
+                                         r"reduce, not 'all-to-all'$"):
+        collective("all-to-all", "bf16", x)
+    with pytest.raises(ValueError, match=r"^op must be one of .*, not <Op.BARRIER: 6>$"):
+        collective(Op.BARRIER, "bf16", x)
+
+
+def _i8(n_part, n):
+    return np.zeros((n_part, n), np.int8)
+
+
+def _s(n_part, nb, dtype=np.uint16):
+    return np.zeros((n_part, nb), dtype)
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    pytest.param(lambda: reduce_scatter("fp16", np.zeros((4, 10), np.uint16)), ValueError,
+                 r"^reduce_scatter data must have shape \(N, N\*c\); got \(4, 10\): 10 columns are not a multiple "
+                 r"of N=4$", id="rs-not-multiple-of-N"),
+    pytest.param(lambda: reduce_scatter("int8", _i8(2, 20), _s(2, 1)), ValueError,
+                 r"^reduce_scatter int8 shard must be a whole number of blocks \(a multiple of 64 elements\); "
+                 r"got c=10$", id="rs-int8-shard-not-blocks"),
+    pytest.param(lambda: reduce_scatter("int8", _i8(2, 256), _s(2, 3)), ValueError,
+                 r"^reduce_scatter scales must have shape \(N, N\*c/64\) = \(2, 4\), not \(2, 3\)$",
+                 id="rs-scales-shape"),
+    pytest.param(lambda: reduce_scatter("fp16", np.zeros(8, np.float16)), ValueError,
+                 r"^reduce_scatter data must be a 2-D array of shape \(N, N\*c\), not 1-D with shape \(8,\)$",
+                 id="rs-not-2d"),
+    pytest.param(lambda: reduce_scatter("bf16", np.zeros((0, 4), np.uint16)), ValueError,
+                 r"^reduce_scatter data must have N >= 1 participants \(rows\), not 0$", id="rs-no-rows"),
+    pytest.param(lambda: reduce_scatter("bf16", np.zeros((MAX_PARTICIPANTS + 1, 0), np.uint16)), ValueError,
+                 rf"^reduce_scatter data must have N <= {MAX_PARTICIPANTS} participants \(rows\), not "
+                 rf"{MAX_PARTICIPANTS + 1}$", id="rs-too-many-rows"),
+    pytest.param(lambda: reduce_scatter("bf16", np.zeros((2, 4), np.float16)), TypeError,
+                 r"^reduce_scatter bf16 data must have dtype uint16 \(BF16 bit patterns\), not float16$",
+                 id="rs-bf16-dtype"),
+    pytest.param(lambda: reduce_scatter("fp16", np.zeros((2, 4), np.float32)), TypeError,
+                 r"^reduce_scatter fp16 data must have dtype float16 or uint16 \(FP16 bit patterns\), not float32$",
+                 id="rs-fp16-dtype"),
+    pytest.param(lambda: reduce_scatter("fp32", np.zeros((2, 4), np.float32)), ValueError,
+                 r"^dtype must be one of fp16, bf16, int8, not 'fp32'$", id="rs-unknown-dtype"),
+    pytest.param(lambda: reduce_scatter("int8", _i8(2, 128)), ValueError,
+                 r"^reduce_scatter: int8 needs the input block scales$", id="rs-int8-no-scales"),
+    pytest.param(lambda: reduce_scatter("fp16", np.zeros((2, 4), np.uint16), _s(2, 1)), ValueError,
+                 r"^reduce_scatter: fp16 takes no scales$", id="rs-fp16-scales"),
+    pytest.param(lambda: allgather("int8", _i8(2, 10), _s(2, 1)), ValueError,
+                 r"^allgather int8 shard must be a whole number of blocks \(a multiple of 64 elements\); got c=10$",
+                 id="ag-int8-shard-not-blocks"),
+    pytest.param(lambda: allgather("int8", _i8(2, 64), _s(2, 2)), ValueError,
+                 r"^allgather scales must have shape \(N, c/64\) = \(2, 1\), not \(2, 2\)$", id="ag-scales-shape"),
+    pytest.param(lambda: allgather("int8", np.zeros((2, 64), np.uint8), _s(2, 1)), TypeError,
+                 r"^allgather int8 data must have dtype int8, not uint8$", id="ag-int8-dtype"),
+    pytest.param(lambda: allgather("int8", _i8(2, 64), _s(2, 1, np.float32)), TypeError,
+                 r"^allgather scales must have dtype float16 or uint16 \(FP16 bit patterns\), not float32$",
+                 id="ag-scales-dtype"),
+    pytest.param(lambda: allgather("bf16", np.zeros((2, 2, 2), np.uint16)), ValueError,
+                 r"^allgather data must be a 2-D array of shape \(N, c\), not 3-D with shape \(2, 2, 2\)$",
+                 id="ag-not-2d"),
+    pytest.param(lambda: broadcast("fp16", np.zeros((4, 3), np.float16), root=4), ValueError,
+                 r"^broadcast root must be an int in 0..N-1 = 0..3 \(N=4\), not 4$", id="bc-root-too-big"),
+    pytest.param(lambda: broadcast("fp16", np.zeros((4, 3), np.float16), root=-1), ValueError,
+                 r"^broadcast root must be an int in 0..N-1 = 0..3 \(N=4\), not -1$", id="bc-root-negative"),
+    pytest.param(lambda: broadcast("int8", _i8(2, 65), _s(2, 1)), ValueError,
+                 r"^broadcast scales must have shape \(N, ceil\(n/64\)\) = \(2, 2\), not \(2, 1\)$",
+                 id="bc-scales-shape"),
+    pytest.param(lambda: reduce("bf16", np.zeros((4, 3), np.uint16), root=4), ValueError,
+                 r"^reduce root must be an int in 0..N-1 = 0..3 \(N=4\), not 4$", id="rd-root-too-big"),
+    pytest.param(lambda: reduce("bf16", np.zeros((4, 3), np.uint16), root=1.0), ValueError,
+                 r"^reduce root must be an int in 0..N-1 = 0..3 \(N=4\), not 1.0$", id="rd-root-float"),
+    pytest.param(lambda: reduce("bf16", np.zeros((4, 3), np.uint16), root=True), ValueError,
+                 r"^reduce root must be an int in 0..N-1 = 0..3 \(N=4\), not True$", id="rd-root-bool"),
+    pytest.param(lambda: reduce("int8", _i8(2, 65), _s(2, 3)), ValueError,
+                 r"^reduce scales must have shape \(N, ceil\(n/64\)\) = \(2, 2\), not \(2, 3\)$",
+                 id="rd-scales-shape"),
+    pytest.param(lambda: reduce("bf16", np.zeros((2, 3), np.uint16), _s(2, 1)), ValueError,
+                 r"^reduce: bf16 takes no scales$", id="rd-bf16-scales"),
+    pytest.param(lambda: collective("broadcast", "fp16", np.zeros((2, 3), np.float16), root=2), ValueError,
+                 r"^broadcast root must be an int in 0..N-1 = 0..1 \(N=2\), not 2$", id="dispatch-root"),
+])
+def test_collective_error_messages(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()

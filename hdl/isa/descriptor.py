@@ -19,9 +19,10 @@ from .datapath.common import MIN_INPUTS, MAX_INPUTS
 from .dtype import DType, BLOCK_ELEMENTS
 
 
-__all__ = ["Op", "FlagMode", "FlagStatus", "ReadKind", "descriptor_layout", "flag_layout",
-           "read_tag_layout", "write_tag_layout", "IsaParams", "MAX_PORTS", "WRITE_TAG_BITS",
-           "MIN_TAG_SEQ_BITS", "MIN_TIMEOUT", "check_descriptor", "buffer_alignment"]
+__all__ = ["Op", "IMPLEMENTED_OPS", "SHARDED_OPS", "ROOTED_OPS", "IN_PLACE_OPS", "FlagMode",
+           "FlagStatus", "ReadKind", "descriptor_layout", "flag_layout", "read_tag_layout",
+           "write_tag_layout", "IsaParams", "MAX_PORTS", "WRITE_TAG_BITS", "MIN_TAG_SEQ_BITS",
+           "MIN_TIMEOUT", "check_descriptor", "buffer_alignment"]
 
 #: Width of the participant mask in a descriptor: the format does not change with the switch size.
 MAX_PORTS = 16
@@ -37,17 +38,26 @@ MIN_TIMEOUT = 256
 
 
 class Op(enum.Enum, shape=4):
-    """Collective operation. 0 is never valid, so an unloaded (all-zero) slot fails cleanly."""
+    """Collective operation (NCCL's definitions; ``docs/ISA.md``, Operations). 0 is never valid, so
+    an unloaded (all-zero) slot fails cleanly. A participant's *rank* is its place in the
+    participant set in ascending port order; ``elements`` is NCCL's per-rank count."""
     ALLREDUCE      = 1  #: every participant gets the reduction of all participants' buffers
-    REDUCE_SCATTER = 2  #: reserved: participant i gets shard i of the reduction
-    ALLGATHER      = 3  #: reserved
-    BROADCAST      = 4  #: reserved
-    REDUCE         = 5  #: reserved
+    REDUCE_SCATTER = 2  #: rank r gets the reduction of everyone's shard r (N shards in, one out)
+    ALLGATHER      = 3  #: every rank gets all N ranks' shards, in rank order
+    BROADCAST      = 4  #: the root's buffer is written to every participant
+    REDUCE         = 5  #: the reduction of all participants' buffers goes to the root only
     BARRIER        = 6  #: synchronisation only: barrier, then completion flags
 
 
-#: Ops the ISA executes today; the others are reserved encodings and end with ERROR.
-IMPLEMENTED_OPS = (Op.ALLREDUCE, Op.BARRIER)
+#: Ops the ISA executes; any other encoding ends with ERROR.
+IMPLEMENTED_OPS = (Op.ALLREDUCE, Op.REDUCE_SCATTER, Op.ALLGATHER, Op.BROADCAST, Op.REDUCE,
+                   Op.BARRIER)
+#: Ops that run one phase per participant (each rank's shard in turn, docs/ISA.md).
+SHARDED_OPS = (Op.REDUCE_SCATTER, Op.ALLGATHER)
+#: Ops whose reads or writes change when in place (``src_addr == dst_addr``).
+IN_PLACE_OPS = (Op.REDUCE_SCATTER, Op.ALLGATHER, Op.BROADCAST)
+#: Ops with a root (the ``root`` field is a rank of the participant set).
+ROOTED_OPS = (Op.BROADCAST, Op.REDUCE)
 
 
 class FlagMode(enum.Enum, shape=1):
@@ -70,7 +80,9 @@ class ReadKind(enum.Enum, shape=1):
 def descriptor_layout():
     """The descriptor as a :class:`data.StructLayout` (LSB first). Addresses are 48-bit byte
     addresses, identical in every participant's memory (symmetric buffers, as in NVLS multicast
-    objects): the ISA derives each participant's addresses from them."""
+    objects): the ISA derives each participant's addresses from them. ``root`` (BROADCAST,
+    REDUCE) is a rank, not a port; it was added after ``flag_addr`` so every earlier field keeps
+    its place."""
     return data.StructLayout({
         "op":             Op,
         "dtype":          DType,
@@ -83,6 +95,7 @@ def descriptor_layout():
         "src_scale_addr": 48,
         "dst_scale_addr": 48,
         "flag_addr":      48,
+        "root":           range(MAX_PORTS),
     })
 
 
@@ -148,6 +161,11 @@ class IsaParams:
         check_int("fabric.ports", f.ports, MIN_INPUTS, min(MAX_INPUTS, MAX_PORTS))
         if f.flit_width > 512 or 512 % f.flit_width:
             raise ValueError(f"flit_width must divide 512 (one INT8 block), not {f.flit_width}")
+        if f.max_payload > 4096 or f.max_payload & (f.max_payload - 1):
+            # A segment is cut at max_payload boundaries of its source and destination offsets
+            # (plan.py): with a power of two up to 4 KiB, no packet crosses a 4 KB page.
+            raise ValueError(f"the ISA needs fabric.max_payload to be a power of two of at most "
+                             f"4096 bytes, not {f.max_payload!r}")
         check_int("capacity", self.capacity)
         if (self.capacity < f.max_payload or self.capacity % f.max_payload
                 or self.capacity & (self.capacity - 1)):
@@ -187,6 +205,16 @@ class IsaParams:
     def write_seq_bits(self):
         """Bits of a write tag above its index: the high bits of the write's sequence number."""
         return self.fabric.tag_width - WRITE_TAG_BITS
+
+    @property
+    def byte_bits(self):
+        """Width of a per-rank byte count: ``elements`` up to ``max_elements``, 2 bytes each."""
+        return (2 * self.max_elements).bit_length()
+
+    @property
+    def offset_bits(self):
+        """Width of a byte offset into a buffer of every rank's shards (ports x the count)."""
+        return (self.fabric.ports * 2 * self.max_elements).bit_length()
 
     @property
     def slots_per_wave(self):
@@ -244,26 +272,47 @@ def check_descriptor(desc, params):
     if desc.get("sync", 0) >= params.sync_resources:
         reasons.append(f"sync resource {desc.get('sync')} is out of range "
                        f"(0 to {params.sync_resources - 1})")
-    if op == Op.ALLREDUCE:
-        elements = desc.get("elements", 0)
-        try:
-            dtype = DType(desc.get("dtype", 0))
-        except ValueError:
-            dtype = None
-            reasons.append(f"dtype {desc.get('dtype')} is unknown")
-        if elements == 0:
-            reasons.append("length is zero")
-        if elements > params.max_elements:
-            reasons.append(f"length {elements} exceeds the maximum {params.max_elements}")
-        if dtype == DType.INT8 and elements % BLOCK_ELEMENTS:
-            reasons.append(f"INT8 length {elements} is not a whole number of {BLOCK_ELEMENTS}-element blocks")
-        data_align, scale_align = buffer_alignment(f)
-        names = [("src_addr", data_align), ("dst_addr", data_align)]
-        if dtype == DType.INT8:
-            names += [("src_scale_addr", scale_align), ("dst_scale_addr", scale_align)]
-        for name, align in names:
-            if desc.get(name, 0) % align:
-                reasons.append(f"{name} {desc.get(name, 0):#x} is not {align}-byte aligned")
+    if op in ROOTED_OPS:
+        n = bin(parts & ((1 << f.ports) - 1)).count("1")
+        if desc.get("root", 0) >= n:
+            reasons.append(f"root {desc.get('root', 0)} is not a rank of the {n} participants")
+    if op not in (None, Op.BARRIER):
+        reasons += _data_reasons(desc, params, op)
     if desc.get("flag_addr", 0) % 4:
         reasons.append(f"flag_addr {desc.get('flag_addr', 0):#x} is not 4-byte aligned")
+    return reasons
+
+
+def _data_reasons(desc, params, op):
+    """The reasons a data-moving descriptor is bad: its dtype, length and buffers."""
+    f = params.fabric
+    reasons = []
+    elements = desc.get("elements", 0)
+    try:
+        dtype = DType(desc.get("dtype", 0))
+    except ValueError:
+        dtype = None
+        reasons.append(f"dtype {desc.get('dtype')} is unknown")
+    if elements == 0:
+        reasons.append("length is zero")
+    if elements > params.max_elements:
+        reasons.append(f"length {elements} exceeds the maximum {params.max_elements}")
+    int8 = dtype == DType.INT8
+    if int8 and elements % BLOCK_ELEMENTS:
+        reasons.append(f"INT8 length {elements} is not a whole number of {BLOCK_ELEMENTS}-element blocks")
+    nbytes = elements * (1 if int8 else 2)
+    if op in SHARDED_OPS and dtype is not None and nbytes % f.flit_bytes:
+        reasons.append(f"{op.name} shard of {elements} elements is not a whole number of "
+                       f"{f.flit_bytes}-byte flits")
+    data_align, scale_align = buffer_alignment(f)
+    names = [("src_addr", data_align), ("dst_addr", data_align)]
+    if int8:
+        names += [("src_scale_addr", scale_align), ("dst_scale_addr", scale_align)]
+    for name, align in names:
+        if desc.get(name, 0) % align:
+            reasons.append(f"{name} {desc.get(name, 0):#x} is not {align}-byte aligned")
+    if int8 and op in IN_PLACE_OPS and ((desc.get("src_addr", 0) == desc.get("dst_addr", 0))
+                 != (desc.get("src_scale_addr", 0) == desc.get("dst_scale_addr", 0))):
+        reasons.append("INT8 in place needs the scales in place too (src_scale_addr == "
+                       "dst_scale_addr exactly when src_addr == dst_addr)")
     return reasons

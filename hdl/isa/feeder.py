@@ -1,14 +1,14 @@
 """Feeder: streams each slot from every participant's wave table into the datapath."""
 
-from amaranth.hdl import Module, Signal, Mux, Cat
+from amaranth.hdl import Module, Signal, Mux, Cat, Array
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 
-from .datapath.common import input_layout
 from ..params import check_type
 from .descriptor import IsaParams
 from .dtype import DType, BLOCK_ELEMENTS
-from .interfaces import job_layout, block_counters_layout, RunControl, WaveTableRead, SlotRelease
+from .interfaces import (job_layout, feed_layout, block_counters_layout, RunControl, WaveTableRead,
+                         SlotRelease)
 
 
 __all__ = ["Feeder"]
@@ -18,10 +18,10 @@ class Feeder(wiring.Component):
     """Reads slots in order and feeds flit ``k`` of all participants to the datapath as soon as every
     participant's flit ``k`` (and, for INT8, its scale packet) has arrived: reduction cuts through
     a slot instead of waiting for the whole slot, which takes a slot's serialisation off the
-    latency of small messages.
+    latency of small messages. The participants are the job's read set (``job.rmask``).
 
     Per job (``job``, from the issuer, in slot order) it emits ``ceil(bytes / flit_bytes)`` datapath
-    input flits, the last one with ``last`` set. Ports outside ``run.msg.mask`` contribute zeros
+    input flits, the last one with ``last`` set. Ports outside the read set contribute zeros
     (data and scale), which leave every exact sum unchanged, so one datapath serves any participant
     set. When the last flit of a slot has been read it pulses ``release.release`` (with
     ``release.end`` on a message's last slot) to the table manager and passes the job on to the
@@ -34,13 +34,14 @@ class Feeder(wiring.Component):
     Members
     -------
     run : In(RunControl)
-        ``msg.dtype`` and ``msg.mask``, and ``flush``.
+        ``msg.dtype`` and ``flush``.
     job : In(stream.Signature(job_layout))
     wb_job : Out(stream.Signature(job_layout))
     rd : Out(WaveTableRead)
         The wave tables' read port and progress.
-    dp : Out(stream.Signature(input_layout))
-        The datapath's input.
+    dp : Out(stream.Signature(feed_layout))
+        The datapath's input (``flit``), and the job's first read port's data and scale as they
+        are (``one``: what a copying operation writes).
     release : Out(SlotRelease)
     counters : Out(stall_data)
         Cycles a job waits for data that has not arrived yet.
@@ -54,7 +55,7 @@ class Feeder(wiring.Component):
             "job":      In(stream.Signature(job_layout(params))),
             "wb_job":   Out(stream.Signature(job_layout(params))),
             "rd":       Out(WaveTableRead(params)),
-            "dp":       Out(stream.Signature(input_layout(f.ports, f.flit_width))),
+            "dp":       Out(stream.Signature(feed_layout(params))),
             "release":  Out(SlotRelease()),
             "counters": Out(block_counters_layout("stall_data")),
         })
@@ -68,7 +69,7 @@ class Feeder(wiring.Component):
         block_flits = BLOCK_ELEMENTS * 8 // f.flit_width   # flits per INT8 block
         scales_per_flit = f.flit_width // 16
         rd, flush = self.rd, self.run.flush
-        dtype, mask = self.run.msg.dtype, self.run.msg.mask
+        dtype = self.run.msg.dtype
 
         active = Signal()
         job = Signal(job_layout(p))
@@ -84,6 +85,13 @@ class Feeder(wiring.Component):
                 m.d.sync += [active.eq(1), job.eq(self.job.payload), k.eq(0),
                              flits.eq((self.job.payload.bytes + fb - 1) // fb)]
 
+        mask = job.rmask                    # the ports the slot reads
+        out_mask = Signal(n)                # ... of the flit on the output
+        first = Signal(range(n))            # the lowest port of the read set
+        out_first = Signal(range(n))        # ... of the flit on the output
+        for i in reversed(range(n)):
+            with m.If(mask[i]):
+                m.d.comb += first.eq(i)
         have = Cat(Mux(mask[i], rd.avail[i] > k, 1) for i in range(n)).all()
         scales = Cat(Mux(mask[i], rd.scales_done[i], 1) for i in range(n)).all()
         ready_k = active & have & ((dtype != DType.INT8) | scales) & ~flush
@@ -101,7 +109,8 @@ class Feeder(wiring.Component):
             rd.scale_flit.eq(block // scales_per_flit), rd.en.eq(issue),
         ]
         with m.If(issue):
-            m.d.sync += [out_valid.eq(1), out_last.eq(k + 1 == flits),
+            m.d.sync += [out_valid.eq(1), out_last.eq(k + 1 == flits), out_mask.eq(mask),
+                         out_first.eq(first),
                          lane.eq(block % scales_per_flit), k.eq(k + 1)]
             with m.If(k + 1 == flits):
                 m.d.sync += active.eq(0)
@@ -113,14 +122,21 @@ class Feeder(wiring.Component):
         with m.If(flush):
             m.d.sync += [active.eq(0), out_valid.eq(0)]
 
+        flit, one = self.dp.payload.flit, self.dp.payload.one
         m.d.comb += [
             self.dp.valid.eq(out_valid),
-            self.dp.payload.dtype.eq(dtype),
-            self.dp.payload.last.eq(out_last),
+            flit.dtype.eq(dtype),
+            flit.last.eq(out_last),
         ]
+        # Each port's scale of the flit's block, then the copy source's: a 16-bit selection,
+        # not a flit-wide one.
+        lanes = [Signal(16, name=f"scale_lane{i}") for i in range(n)]
         for i in range(n):
             m.d.comb += [
-                self.dp.payload.data[i].eq(Mux(mask[i], rd.data[i], 0)),
-                self.dp.payload.scale[i].eq(Mux(mask[i], rd.scale[i].word_select(lane, 16), 0)),
+                lanes[i].eq(rd.scale[i].word_select(lane, 16)),
+                flit.data[i].eq(Mux(out_mask[i], rd.data[i], 0)),
+                flit.scale[i].eq(Mux(out_mask[i], lanes[i], 0)),
             ]
+        m.d.comb += [one.data.eq(Array(rd.data)[out_first]),
+                     one.scale.eq(Array(lanes)[out_first])]
         return m

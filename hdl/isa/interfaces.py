@@ -7,15 +7,18 @@ the wave table); the other side uses ``In(...)`` of the same signature, i.e. its
 
     wave controller --program-->  instruction buffer      ProgramPort
                     --barrier-->  barrier manager         BarrierQuery
-                    --run------>  issuer, feeder, wave    RunControl (one driver, five readers)
+                    --run------>  issuer, feeder, wave    RunControl (one driver, six readers)
                                   table, write-back,
-                                  table manager
+                                  table manager, copy path
                     --issue---->  read issuer             IssueControl
                     <--reads----  wave table              ReadStatus
                     <--writes---  write-back              WriteStatus
                     --flag----->  write-back              stream of flag_request_layout
     feeder          --rd------->  wave table              WaveTableRead
                     --release-->  table manager           SlotRelease
+
+The data streams run issuer -> feeder -> copy path -> datapath -> copy path -> write-back; the
+copy path (:class:`~.copy_path.CopyPath`) steers a copying operation's slots past the datapath.
 
 Counters: every block that counts has a ``counters`` member (``Out`` of a struct of
 ``COUNTER_BITS``-bit fields named as in :func:`counters_layout`); the ISA sums them by name.
@@ -28,10 +31,12 @@ from amaranth.lib.wiring import In, Out
 from ..packet import flag_layout
 from .descriptor import descriptor_layout
 from .dtype import DType, DatapathStatus
+from .plan import OpPlan
+from .datapath.common import input_layout
 
 
 __all__ = ["COUNTER_BITS", "GENERATION_BITS", "counters_layout", "block_counters_layout",
-           "message_layout", "job_layout", "arm_layout", "flag_request_layout",
+           "message_layout", "job_layout", "feed_layout", "arm_layout", "flag_request_layout",
            "ProgramPort", "BarrierQuery", "RunControl", "IssueControl", "ReadStatus",
            "WriteStatus", "WaveTableRead", "SlotRelease"]
 
@@ -75,21 +80,41 @@ def block_counters_layout(*names):
 
 
 def message_layout(params):
-    """What the issuer, feeder and write-back need to know of the running collective."""
+    """What the issuer, feeder and write-back need to know of the running collective: its buffers,
+    its per-rank byte count, and its plan (:class:`~.plan.OpPlan`'s flags; ``root`` is the
+    selected port of an unphased plan, one-hot)."""
     return data.StructLayout({
         "dtype":      DType,
         "mask":       params.fabric.ports,
-        "bytes":      34,            # data bytes per participant (elements * 2, or * 1 for INT8)
+        "bytes":      params.byte_bits,     # data bytes per rank (elements * 2, or * 1 for INT8)
         "src_addr":   48, "src_scale_addr": 48,
         "dst_addr":   48, "dst_scale_addr": 48,
+        **{name: 1 for name in OpPlan._fields},
+        "root":       params.fabric.ports,
     })
 
 
 def job_layout(params):
-    """One slot's worth of a message: its wave-table ``slot``, its index ``seq`` in the message,
-    its data ``bytes`` (the last slot may be short) and whether it is the message's ``last``."""
-    return data.StructLayout({"slot": params.slot_bits, "seq": 26,
+    """One slot's worth of a message (a :class:`~.plan.Segment`): its wave-table ``slot``, the
+    ports it reads (``rmask``) and writes (``wmask``), its destination offset ``dst_off``, its data
+    ``bytes`` and whether it is the message's ``last``."""
+    ports = params.fabric.ports
+    return data.StructLayout({"slot": params.slot_bits, "rmask": ports, "wmask": ports,
+                              "dst_off": params.offset_bits,
                               "bytes": range(params.fabric.max_payload + 1), "last": 1})
+
+
+def feed_layout(params):
+    """The feeder's output: one ``flit`` of every participant for the datapath
+    (:func:`~.datapath.common.input_layout`), and ``one``, the data and block scale of the job's
+    first participant unmasked, which a copying operation (one participant read) writes as it
+    is. Selecting one port by its index costs a 4:1 multiplexer per bit, where an OR of the
+    masked flits would also keep the masking out of the datapath's first stage."""
+    f = params.fabric
+    return data.StructLayout({
+        "flit": input_layout(f.ports, f.flit_width),
+        "one":  data.StructLayout({"data": f.flit_width, "scale": 16}),
+    })
 
 
 def arm_layout(params):
@@ -235,6 +260,8 @@ class WriteStatus(wiring.Signature):
         A write response was accepted this cycle.
     slot_done : Out(1)
         The last data flit of a slot was taken from the datapath this cycle.
+    msg_done : Out(1)
+        ... and that slot was the message's last (its job's ``last``).
     """
 
     def __init__(self):
@@ -245,6 +272,7 @@ class WriteStatus(wiring.Signature):
             "outstanding": Out(1),
             "progress":    Out(1),
             "slot_done":   Out(1),
+            "msg_done":    Out(1),
         })
 
 

@@ -8,6 +8,7 @@ from ..packet import MsgClass, NUM_CLASSES
 from ..transport import packet_signature
 from ..params import check_type
 from .barrier import BarrierManager
+from .copy_path import CopyPath
 from .datapath import Datapath
 from .descriptor import IsaParams
 from .feeder import Feeder
@@ -112,6 +113,7 @@ class Isa(wiring.Component):
         m.submodules.feeder = feeder = Feeder(p)
         m.submodules.writeback = wb = WriteBack(p)
         m.submodules.write_drain = drain = WriteDrain(f)
+        m.submodules.copy = copy = CopyPath(p)
         dp = Datapath(n_inputs=f.ports, flit_width=f.flit_width)
         # Jobs wait here between issue, reduction and write-back: at most one per slot.
         feed_jobs = fifo.SyncFIFOBuffered(width=job_layout(p).size, depth=max(2, p.slots))
@@ -127,13 +129,14 @@ class Isa(wiring.Component):
         connect(m, flipped(self.load), ibuf.load)
         connect(m, ctl.program, ibuf.program)
         connect(m, ctl.barrier, barrier.query)
-        connect(m, ctl.run, issuer.run, tables.run, wt.run, feeder.run, wb.run)
+        connect(m, ctl.run, issuer.run, tables.run, wt.run, feeder.run, wb.run, copy.run)
         connect(m, ctl.issue, issuer.issue)
         connect(m, wt.status, ctl.reads)
         connect(m, wb.status, ctl.writes)
         connect(m, ctl.flag, wb.flag)
 
-        # Data path: issuer -> wave tables -> feeder -> datapath -> write-back.
+        # Data path: issuer -> wave tables -> feeder -> datapath (or, copying, past it) ->
+        # write-back.
         connect(m, tables.alloc, issuer.alloc)
         connect(m, issuer.arm, wt.arm)
         connect(m, issuer.job, feed_jobs.w_stream)
@@ -142,8 +145,10 @@ class Isa(wiring.Component):
         connect(m, feeder.release, tables.release)
         connect(m, feeder.wb_job, wb_jobs.w_stream)
         connect(m, wb_jobs.r_stream, wb.job)
-        connect(m, feeder.dp, dp.i)
-        connect(m, dp.o, wb.dp)
+        connect(m, feeder.dp, copy.feed)
+        connect(m, copy.dp_in, dp.i)
+        connect(m, dp.o, copy.dp_out)
+        connect(m, copy.out, wb.dp)
 
         # The fabric, per port and class. Nothing is ever sent in RDATA.
         for i in range(f.ports):

@@ -1,14 +1,18 @@
-"""ReadIssuer: turns a message into per-slot read requests to every participant."""
+"""ReadIssuer: turns a message into per-slot read requests to the participants it reads."""
+
+from types import SimpleNamespace
 
 from amaranth.hdl import Module, Signal, Mux, Cat
 from amaranth.lib import wiring, stream, data, fifo
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
 
 from ..packet import MsgClass, Opcode
 from ..transport import packet_signature
 from ..params import check_type
 from .descriptor import IsaParams, ReadKind, read_tag_layout
-from .dtype import DType, BLOCK_ELEMENTS
+from .dtype import DType
+from .plan import SCALE_DIVISOR
 from .interfaces import (message_layout, job_layout, arm_layout, block_counters_layout,
                          RunControl, IssueControl)
 
@@ -20,16 +24,21 @@ class ReadIssuer(wiring.Component):
     """Issues the reads of a message, one slot at a time, as slots become free.
 
     On ``issue.start`` (pulse; ``run.msg`` must hold for the whole message) the issuer walks the
-    message in slots of ``max_payload`` bytes. For each slot it takes a free slot from the table
-    manager (``alloc``), arms the wave table, hands the job to the feeder (``job``) and sends a
-    ``READ`` (``inc = 1``, tag ``{kind: DATA, slot, seq: issue number}``,
-    :func:`~.descriptor.read_tag_layout`) to every participant; for INT8 a second ``READ`` fetches
-    the slot's block scales (same tag, kind ``SCALE``). The issue number counts armed slots and is
-    never reset, so a late response to an earlier use of a slot (a duplicate, or one of an aborted
-    collective) does not match the slot's current tag. Requests to all participants go out in
-    lockstep through small per-port queues (``req``, the ISA's REQ-class send streams); each
-    request is one flit, so no packet is ever left half sent. ``issue.busy`` stays high until
-    every request has been queued.
+    message's phases and segments (:mod:`.plan`; :func:`~.plan.segments` is its software twin):
+    one phase, or one per participant in rank order for a sharded operation, each cut into
+    segments of at most ``max_payload`` bytes that cross no ``max_payload`` boundary of their
+    source or destination offset (INT8: nor a scale flit's worth, ``32 * flit_bytes``, once off
+    one). For each segment it takes a free slot from the table manager (``alloc``), arms the wave
+    table for the segment's read set, hands the job (read set, write set, destination offset,
+    bytes) to the feeder (``job``) and sends a ``READ`` (``inc = 1``, tag ``{kind: DATA, slot, seq:
+    issue number}``, :func:`~.descriptor.read_tag_layout`) of ``src_addr + src_off`` to every port
+    of the read set; for INT8 a second ``READ`` fetches the segment's block scales at
+    ``src_scale_addr + src_off / 32`` (same tag, kind ``SCALE``). The issue number counts armed
+    slots and is never reset, so a late response to an earlier use of a slot (a duplicate, or one
+    of an aborted collective) does not match the slot's current tag. Requests go out in lockstep
+    through small per-port queues (``req``, the ISA's REQ-class send streams); each request is one
+    flit, so no packet is ever left half sent. ``issue.busy`` stays high until every request has
+    been queued.
 
     ``run.flush`` (the wave controller aborting a collective) stops the issuer at once: nothing
     more is armed or queued, and requests already queued still go out whole.
@@ -66,53 +75,27 @@ class ReadIssuer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self._params
-        f = p.fabric
-        n = f.ports
-        hdr_layout = f.header_layout
         msg, flush, busy, c = self.run.msg, self.run.flush, self.issue.busy, self.counters
+        int8 = msg.dtype == DType.INT8
 
-        queues = []
-        for i in range(n):
-            q = fifo.SyncFIFOBuffered(width=f.flit_layout.size, depth=4)
-            m.submodules[f"req_queue{i}"] = q
-            wiring.connect(m, q.r_stream, wiring.flipped(self.req[i]))
-            queues.append(q)
-        room = Cat(Mux(msg.mask[i], q.w_rdy, 1) for i, q in enumerate(queues)).all()
+        # The per-packet header fields, and the ports the request goes to.
+        hdr = Signal(data.StructLayout({"length": p.fabric.header_layout["length"].shape,
+                                        "tag": read_tag_layout(p),
+                                        "addr": p.fabric.header_layout["addr"].shape}))
+        push, to = Signal(), Signal(p.fabric.ports)
+        room = self._request_queues(m, hdr, push, to)
+        w = self._walk(m)
 
-        seq = Signal.like(self.job.payload.seq)
-        done_bytes = Signal.like(msg.bytes)   # bytes of the message already issued
         slot = Signal(p.slot_bits)     # the slot of the pending scale read
         issue = Signal(p.read_seq_bits)  # issue number of the next slot armed (never reset)
         slot_issue = Signal(p.read_seq_bits)  # ... and of the pending scale read's slot
         scale_len = Signal(range(p.scale_bytes_per_slot + 1))
-        left = Signal.like(msg.bytes)
-        m.d.comb += left.eq(msg.bytes - done_bytes)
-        chunk = Signal(range(f.max_payload + 1))
-        m.d.comb += chunk.eq(Mux(left > f.max_payload, f.max_payload, left))
-        is_last = left <= f.max_payload
-        int8 = msg.dtype == DType.INT8
-
-        # The per-packet header fields; the constant ones are set on each queue's copy below.
-        hdr = Signal(data.StructLayout({"length": hdr_layout["length"].shape,
-                                        "tag": read_tag_layout(p),
-                                        "addr": hdr_layout["addr"].shape}))
-        push = Signal()
-        for i, q in enumerate(queues):
-            word = Signal(hdr_layout, name=f"hdr{i}")
-            # The constant fields are set in the same process as the copied ones, so none becomes
-            # a constant-only `always @*` block (which no simulator runs; Verilator ALWNEVER).
-            m.d.comb += [word.length.eq(hdr.length), word.tag.eq(hdr.tag), word.addr.eq(hdr.addr),
-                         word.opcode.eq(Opcode.READ), word.msg_class.eq(MsgClass.REQ),
-                         word.inc.eq(1), word.status.eq(0), word.src.eq(i), word.dst.eq(i)]
-            m.d.comb += [
-                q.w_data.eq(f.header_flit(word, last=1)),
-                q.w_en.eq(push & msg.mask[i]),
-            ]
+        scale_off = Signal(p.offset_bits)
 
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.issue.start):
-                    m.d.sync += [seq.eq(0), done_bytes.eq(0)]
+                    m.d.comb += w.begin.eq(1)
                     m.next = "SLOT"
             with m.State("SLOT"):
                 m.d.comb += busy.eq(1)
@@ -121,17 +104,18 @@ class ReadIssuer(wiring.Component):
                     self.alloc.ready.eq(go),
                     self.arm.valid.eq(go),
                     self.arm.payload.slot.eq(self.alloc.payload),
-                    self.arm.payload.mask.eq(msg.mask),
+                    self.arm.payload.mask.eq(w.rmask),
                     self.arm.payload.scales.eq(int8),
                     self.arm.payload.seq.eq(issue),
                     self.job.valid.eq(go),
                     self.job.payload.slot.eq(self.alloc.payload),
-                    self.job.payload.seq.eq(seq),
-                    self.job.payload.bytes.eq(chunk),
-                    self.job.payload.last.eq(is_last),
-                    push.eq(go),
-                    hdr.addr.eq(msg.src_addr + done_bytes),
-                    hdr.length.eq(chunk),
+                    self.job.payload.rmask.eq(w.rmask), self.job.payload.wmask.eq(w.wmask),
+                    self.job.payload.dst_off.eq(w.dst_off),
+                    self.job.payload.bytes.eq(w.chunk),
+                    self.job.payload.last.eq(w.last),
+                    push.eq(go), to.eq(w.rmask),
+                    hdr.addr.eq(msg.src_addr + w.src_off),
+                    hdr.length.eq(w.chunk),
                     hdr.tag.kind.eq(ReadKind.DATA), hdr.tag.slot.eq(self.alloc.payload),
                     hdr.tag.seq.eq(issue),
                 ]
@@ -140,22 +124,22 @@ class ReadIssuer(wiring.Component):
                 with m.Elif(~room):
                     m.d.sync += c.stall_req.eq(c.stall_req + 1)
                 with m.If(go):
-                    m.d.sync += [slot.eq(self.alloc.payload), seq.eq(seq + 1),
-                                 done_bytes.eq(done_bytes + chunk), issue.eq(issue + 1),
-                                 slot_issue.eq(issue)]
+                    m.d.comb += w.step.eq(1)
+                    m.d.sync += [slot.eq(self.alloc.payload), issue.eq(issue + 1),
+                                 slot_issue.eq(issue), scale_off.eq(w.src_off // SCALE_DIVISOR),
+                                 scale_len.eq(w.chunk // SCALE_DIVISOR)]
                     with m.If(int8):
-                        # Scales of this slot: 2 bytes per 64-element block.
-                        m.d.sync += scale_len.eq(chunk // (BLOCK_ELEMENTS // 2))
                         m.next = "SCALE"
-                    with m.Elif(is_last):
+                    with m.Elif(w.last):
                         m.next = "IDLE"
                 with m.If(flush):
                     m.next = "IDLE"
             with m.State("SCALE"):
+                # The scales of the segment just armed: 2 bytes per 64-element block.
                 m.d.comb += [
                     busy.eq(1),
-                    push.eq(room & ~flush),
-                    hdr.addr.eq(msg.src_scale_addr + (seq - 1) * p.scale_bytes_per_slot),
+                    push.eq(room & ~flush), to.eq(w.prev_rmask),
+                    hdr.addr.eq(msg.src_scale_addr + scale_off),
                     hdr.length.eq(scale_len),
                     hdr.tag.kind.eq(ReadKind.SCALE), hdr.tag.slot.eq(slot),
                     hdr.tag.seq.eq(slot_issue),
@@ -163,7 +147,7 @@ class ReadIssuer(wiring.Component):
                 with m.If(~room):
                     m.d.sync += c.stall_req.eq(c.stall_req + 1)
                 with m.Else():
-                    with m.If(done_bytes == msg.bytes):
+                    with m.If(w.done):
                         m.next = "IDLE"
                     with m.Else():
                         m.next = "SLOT"
@@ -174,3 +158,91 @@ class ReadIssuer(wiring.Component):
         with m.If(self.arm.valid):
             m.d.sync += c.slots.eq(c.slots + 1)
         return m
+
+    def _request_queues(self, m, hdr, push, to):
+        """One small request queue per port; ``push`` queues the request ``hdr`` at the ports of
+        ``to``. Returns whether every queue of ``to`` has room."""
+        f = self._params.fabric
+        hdr_layout = f.header_layout
+        rooms = []
+        for i in range(f.ports):
+            q = fifo.SyncFIFOBuffered(width=f.flit_layout.size, depth=4)
+            m.submodules[f"req_queue{i}"] = q
+            wiring.connect(m, q.r_stream, wiring.flipped(self.req[i]))
+            word = Signal(hdr_layout, name=f"hdr{i}")
+            # The constant fields are set in the same process as the copied ones, so none becomes
+            # a constant-only `always @*` block (which no simulator runs; Verilator ALWNEVER).
+            m.d.comb += [word.length.eq(hdr.length), word.tag.eq(hdr.tag), word.addr.eq(hdr.addr),
+                         word.opcode.eq(Opcode.READ), word.msg_class.eq(MsgClass.REQ),
+                         word.inc.eq(1), word.status.eq(0), word.src.eq(i), word.dst.eq(i)]
+            m.d.comb += [
+                q.w_data.eq(f.header_flit(word, last=1)),
+                q.w_en.eq(push & to[i]),
+            ]
+            rooms.append(Mux(to[i], q.w_rdy, 1))
+        return Cat(rooms).all()
+
+    def _walk(self, m):
+        """The walk over phases and segments (:func:`~.plan.segments`). Controls: ``begin`` starts
+        the message, ``step`` takes the current segment. Shows the current segment (``rmask``,
+        ``wmask``, ``src_off``, ``dst_off``, ``chunk``, ``last``), the read set of the segment
+        just taken (``prev_rmask``) and ``done`` once the last segment has been taken."""
+        p = self._params
+        f = p.fabric
+        msg = self.run.msg
+        mask = msg.mask
+        w = SimpleNamespace(begin=Signal(), step=Signal(), done=Signal(),
+                            rmask=Signal(f.ports), wmask=Signal(f.ports),
+                            prev_rmask=Signal(f.ports),
+                            src_off=Signal(p.offset_bits), dst_off=Signal(p.offset_bits),
+                            chunk=Signal(range(f.max_payload + 1)), last=Signal())
+        sel = Signal(f.ports)               # the phase's selected port (one-hot)
+        x = Signal(p.byte_bits)             # bytes of the phase already taken
+        first = mask & -mask                # the lowest port of the set: rank 0
+        later = mask & ~(sel | (sel - 1))   # the ports above the selected one
+        nxt = later & -later
+        left = Signal.like(x)               # bytes of the phase still to take
+        m.d.comb += [
+            left.eq(msg.bytes - x),
+            w.rmask.eq(Mux(msg.read_sel, sel, mask)),
+            w.wmask.eq(Mux(msg.write_sel, sel, mask) & ~Mux(msg.skip_self, sel, 0)),
+            w.chunk.eq(_segment_bytes(p, left, w.src_off, w.dst_off, msg.dtype == DType.INT8)),
+        ]
+        phase_end = w.chunk == left
+        m.d.comb += w.last.eq(phase_end & (~msg.phased | (later == 0)))
+        with m.If(w.begin):
+            m.d.sync += [sel.eq(Mux(msg.phased, first, msg.root)), x.eq(0), w.src_off.eq(0),
+                         w.dst_off.eq(0), w.done.eq(0)]
+        with m.If(w.step):
+            m.d.sync += [x.eq(x + w.chunk), w.src_off.eq(w.src_off + w.chunk),
+                         w.dst_off.eq(w.dst_off + w.chunk),
+                         w.prev_rmask.eq(w.rmask), w.done.eq(w.last)]
+            with m.If(phase_end & ~w.last):
+                # The next rank's phase: a stepped base goes on from where this phase ended
+                # (j * C + C), an unstepped one starts again at 0.
+                m.d.sync += [sel.eq(nxt), x.eq(0)]
+                with m.If(~msg.src_step):
+                    m.d.sync += w.src_off.eq(0)
+                with m.If(~msg.dst_step):
+                    m.d.sync += w.dst_off.eq(0)
+        return w
+
+
+def _segment_bytes(p, left, src, dst, int8):
+    """Bytes of the next segment (the twin of :func:`~.plan._chunk`): at most ``left`` and
+    ``max_payload``, up to the next ``max_payload`` boundary of both offsets, and for INT8 up to
+    the next scale-flit boundary (``32 * flit_bytes``) of both while either is off one."""
+    f = p.fabric
+    page = f.max_payload
+    lg = exact_log2(page)
+    n = _min(_min(left, page - src[:lg]), page - dst[:lg])
+    scale_page = SCALE_DIVISOR * f.flit_bytes
+    if scale_page < page:
+        ls = exact_log2(scale_page)
+        off = (src[:ls] != 0) | (dst[:ls] != 0)
+        n = Mux(int8 & off, _min(_min(n, scale_page - src[:ls]), scale_page - dst[:ls]), n)
+    return n
+
+
+def _min(a, b):
+    return Mux(a < b, a, b)

@@ -9,7 +9,8 @@ from amaranth.utils import exact_log2
 
 from ..params import check_type, check_int
 from .descriptor import (IsaParams, Op, FlagMode, FlagStatus, descriptor_layout, MAX_PORTS,
-                         IMPLEMENTED_OPS, buffer_alignment)
+                         IMPLEMENTED_OPS, SHARDED_OPS, ROOTED_OPS, IN_PLACE_OPS, buffer_alignment)
+from .plan import OpPlan, op_plan
 from .dtype import DType, BLOCK_ELEMENTS
 from .interfaces import (counters_layout, block_counters_layout, flag_request_layout,
                          ProgramPort, BarrierQuery, RunControl, IssueControl, ReadStatus,
@@ -35,6 +36,10 @@ class DescriptorCheck(wiring.Component):
         barrier (a bad descriptor that can still waits, so its arrivals are consumed).
     mask : Out(ports)
         Its participants that exist (``participants`` cut to the switch's ports).
+    root : Out(ports)
+        The port of rank ``root`` (one-hot; 0 when ``root`` names no participant).
+    in_place : Out(1)
+        ``src_addr == dst_addr``: the result over the input (:func:`~.plan.op_plan`).
     """
 
     def __init__(self, params):
@@ -44,6 +49,8 @@ class DescriptorCheck(wiring.Component):
             "ok":         Out(1),
             "barrier_ok": Out(1),
             "mask":       Out(params.fabric.ports),
+            "root":       Out(params.fabric.ports),
+            "in_place":   Out(1),
         })
 
     def elaborate(self, platform):
@@ -52,25 +59,47 @@ class DescriptorCheck(wiring.Component):
         f = p.fabric
         desc = self.desc
         d_mask = desc.participants[:f.ports]
-        op_ok = Cat(desc.op == op for op in IMPLEMENTED_OPS).any()
+        is_op = lambda ops: Cat(desc.op == op for op in ops).any()
+        op_ok = is_op(IMPLEMENTED_OPS)
         parts_ok = (d_mask != 0) & ((desc.participants >> f.ports) == 0 if f.ports < MAX_PORTS else 1)
         sync_ok = desc.sync < p.sync_resources
-        data_align, scale_align = buffer_alignment(f)
-        aligned = lambda a, align: a[:(align - 1).bit_length()] == 0
-        int8 = desc.dtype == DType.INT8
-        dtype_ok = Cat(desc.dtype == t for t in DType).any()
-        data_ok = (dtype_ok & (desc.elements != 0) & (desc.elements <= p.max_elements)
-                   & (~int8 | (desc.elements[:exact_log2(BLOCK_ELEMENTS)] == 0))
-                   & aligned(desc.src_addr, data_align) & aligned(desc.dst_addr, data_align)
-                   & (~int8 | (aligned(desc.src_scale_addr, scale_align)
-                               & aligned(desc.dst_scale_addr, scale_align))))
+        # The root rank's port: the participant with `root` participants below it.
+        ranks_below = [sum(d_mask[:i]) if i else 0 for i in range(f.ports)]
+        m.d.comb += [self.root.eq(Cat(d_mask[i] & (ranks_below[i] == desc.root)
+                                      for i in range(f.ports))),
+                     self.in_place.eq(desc.src_addr == desc.dst_addr)]
+        root_ok = ~is_op(ROOTED_OPS) | (self.root != 0)
         m.d.comb += [
-            self.ok.eq(op_ok & parts_ok & sync_ok & aligned(desc.flag_addr, 4)
-                       & ((desc.op != Op.ALLREDUCE) | data_ok)),
+            self.ok.eq(op_ok & parts_ok & sync_ok & root_ok & aligned(desc.flag_addr, 4)
+                       & ((desc.op == Op.BARRIER) | self._data_ok(is_op))),
             self.barrier_ok.eq(sync_ok & (d_mask != 0)),
             self.mask.eq(d_mask),
         ]
         return m
+
+    def _data_ok(self, is_op):
+        """The checks of a data-moving descriptor (``_data_reasons`` of ``check_descriptor``)."""
+        p = self._params
+        f = p.fabric
+        desc = self.desc
+        data_align, scale_align = buffer_alignment(f)
+        int8 = desc.dtype == DType.INT8
+        dtype_ok = Cat(desc.dtype == t for t in DType).any()
+        nbytes = Mux(int8, desc.elements, desc.elements * 2)
+        shard_ok = ~is_op(SHARDED_OPS) | (nbytes[:exact_log2(f.flit_bytes)] == 0)
+        in_place_ok = (~int8 | ~is_op(IN_PLACE_OPS)
+                       | (self.in_place == (desc.src_scale_addr == desc.dst_scale_addr)))
+        return (dtype_ok & (desc.elements != 0) & (desc.elements <= p.max_elements)
+                & (~int8 | (desc.elements[:exact_log2(BLOCK_ELEMENTS)] == 0)) & shard_ok
+                & in_place_ok
+                & aligned(desc.src_addr, data_align) & aligned(desc.dst_addr, data_align)
+                & (~int8 | (aligned(desc.src_scale_addr, scale_align)
+                            & aligned(desc.dst_scale_addr, scale_align))))
+
+
+def aligned(addr, align):
+    """``addr`` is a multiple of ``align`` (a power of two)."""
+    return addr[:(align - 1).bit_length()] == 0
 
 
 class Watchdog(wiring.Component):
@@ -122,8 +151,11 @@ class WaveController(wiring.Component):
     1. fetch it from the instruction buffer and check it (:func:`check_descriptor` is the software
        twin of the checks);
     2. wait until every participant has arrived at its sync resource, then consume the arrivals;
-    3. run it: start the read issuer and wait until the write-back has sent every slot (and, in
-       ``ACKED`` flag mode, until every write is acknowledged);
+    3. run it: set ``run.msg`` from the descriptor (its buffers, its per-rank byte count and its
+       plan: the flags of :func:`~.plan.op_plan` for its op, in place when ``src_addr ==
+       dst_addr``, and its root's port), start the read issuer and wait until the write-back has
+       sent the message's last slot (``writes.msg_done``; and, in ``ACKED`` flag mode, until
+       every write is acknowledged);
     4. write the completion flag ``{generation, status}`` to every participant; in ``ORDERED`` mode
        the flag follows the data at once, and is rewritten with ``ERROR`` if a write then fails;
     5. wait until every write is acknowledged, and go on to the next descriptor.
@@ -195,8 +227,8 @@ class WaveController(wiring.Component):
             barrier_ok=Signal(),
             status=Signal.like(self.flag.payload.word.status),
             generation=Signal.like(self.barrier.generation),
-            # Slots of the collective still to be written back (msg.bytes in max_payload units).
-            slots_left=Signal(range(-(-(1 << len(self.run.msg.bytes)) // f.max_payload) + 1)),
+            root=Signal(f.ports),            # the root's port (one-hot)
+            in_place=Signal(),
             flagged_error=Signal(),
             failed_once=Signal(p.descriptors),  # descriptors with no possible barrier, failed since restart
             timed_out=Signal(),              # the watchdog has aborted this descriptor
@@ -223,11 +255,12 @@ class WaveController(wiring.Component):
         msg = self.run.msg
         d = r.d
         m.d.comb += [
-            msg.dtype.eq(d.dtype), msg.mask.eq(r.mask),
+            msg.dtype.eq(d.dtype), msg.mask.eq(r.mask), msg.root.eq(r.root),
             msg.bytes.eq(Mux(d.dtype == DType.INT8, d.elements, d.elements * 2)),
             msg.src_addr.eq(d.src_addr), msg.src_scale_addr.eq(d.src_scale_addr),
             msg.dst_addr.eq(d.dst_addr), msg.dst_scale_addr.eq(d.dst_scale_addr),
         ]
+        self._plan(m, msg, d, r.in_place)
         # Flag status bits (FlagStatus): the datapath's OVERFLOW and INVALID (the same bits as
         # DatapathStatus), and ERROR for any AXI error on a read or a write.
         m.d.comb += r.full_status.eq(r.status | Cat(self.writes.status,
@@ -242,6 +275,21 @@ class WaveController(wiring.Component):
         with m.If(r.running):
             m.d.sync += c.busy_cycles.eq(c.busy_cycles + 1)
         return m
+
+    @staticmethod
+    def _plan(m, msg, d, in_place):
+        """The running collective's plan flags (:func:`~.plan.op_plan`) for ``d``'s op, in place
+        or not."""
+        with m.Switch(d.op):
+            for op in IMPLEMENTED_OPS:
+                if op == Op.BARRIER:
+                    continue
+                with m.Case(op):
+                    plans = op_plan(op, False), op_plan(op, True)
+                    for name in OpPlan._fields:
+                        out, apart, inside = msg[name], *(getattr(q, name) for q in plans)
+                        m.d.comb += out.eq(Mux(in_place, inside, apart) if apart != inside
+                                           else int(apart))
 
     def _restart(self, m, r):
         """A program has been loaded: start again from descriptor 0."""
@@ -284,7 +332,9 @@ class WaveController(wiring.Component):
                 m.next = "DECODE"
         with m.State("DECODE"):
             m.d.sync += [
-                r.d.eq(prog.desc), r.mask.eq(r.check.mask), r.bad.eq(~r.check.ok),
+                r.d.eq(prog.desc), r.mask.eq(r.check.mask), r.root.eq(r.check.root),
+                r.in_place.eq(r.check.in_place),
+                r.bad.eq(~r.check.ok),
                 r.barrier_ok.eq(r.check.barrier_ok), r.status.eq(0), r.timed_out.eq(0),
             ]
             with m.If(prog.restart):
@@ -324,8 +374,7 @@ class WaveController(wiring.Component):
             m.next = "FETCH"
         with m.Elif(q.complete):
             m.d.comb += [q.consume.eq(1), self.run.clear_error.eq(1)]
-            m.d.sync += [r.generation.eq(q.generation + 1), r.flagged_error.eq(0),
-                         r.slots_left.eq((self.run.msg.bytes + f.max_payload - 1) // f.max_payload)]
+            m.d.sync += [r.generation.eq(q.generation + 1), r.flagged_error.eq(0)]
             with m.If(r.bad):
                 m.d.sync += [r.status.eq(FlagStatus.ERROR.value),
                              c.bad_descriptors.eq(c.bad_descriptors + 1)]
@@ -352,10 +401,8 @@ class WaveController(wiring.Component):
             m.d.comb += r.running.eq(1)
 
             def run():
-                with m.If(w.slot_done):
-                    m.d.sync += r.slots_left.eq(r.slots_left - 1)
-                    with m.If(r.slots_left == 1):
-                        m.next = "ACKS"
+                with m.If(w.msg_done):
+                    m.next = "ACKS"
             self._watched(m, r, run)
         with m.State("ACKS"):
             m.d.comb += r.running.eq(1)

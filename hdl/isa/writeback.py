@@ -13,6 +13,7 @@ from .datapath.common import output_layout
 from ..params import check_type
 from .descriptor import IsaParams, write_tag_layout
 from .dtype import DType, BLOCK_ELEMENTS
+from .plan import SCALE_DIVISOR
 from .interfaces import (job_layout, flag_request_layout, block_counters_layout, RunControl,
                          WriteStatus)
 
@@ -137,14 +138,16 @@ class WriteTags(wiring.Component):
 
 
 class WriteBack(wiring.Component):
-    """Result write-back and completion flags, in lockstep to all participants.
+    """Result write-back and completion flags, in lockstep to the participants of each packet.
 
-    For each job (``job``, in slot order) it sends every participant in ``run.msg.mask`` a
-    ``WRITE`` (``inc = 1``) of the slot's result at ``dst_addr + seq * max_payload``: the header,
-    then the datapath's output flits as they come. For INT8 the slot's output block scales (one
-    FP16 per 64-element block, taken from the datapath's output) follow in a second ``WRITE`` at
-    ``dst_scale_addr + seq * scale_bytes_per_slot``. The ISA multicasts through per-port queues of
-    its own (``wr``, the ISA's WRITE-class send streams), not through the switch core.
+    For each job (``job``, in slot order) it sends every port of the job's write set (``wmask``) a
+    ``WRITE`` (``inc = 1``) of the slot's result at ``dst_addr + dst_off``: the header, then the
+    datapath's output flits as they come. For INT8 the slot's output block scales (one FP16 per
+    64-element block, taken from the datapath's output) follow in a second ``WRITE`` at
+    ``dst_scale_addr + dst_off / 32``. A job with an empty write set (an in-place AllGather of
+    one participant) sends nothing but still takes its flits. The ISA multicasts through
+    per-port queues of its own (``wr``, the ISA's WRITE-class send streams), not through the
+    switch core.
 
     ``flag`` writes one 4-byte completion flag word to every port of its mask, behind whatever
     result data is already queued (same class, same order).
@@ -177,7 +180,7 @@ class WriteBack(wiring.Component):
     status : Out(WriteStatus)
         ``error`` (a non-``OK`` write response), ``status`` (OR of the datapath's flags),
         ``busy``, ``outstanding``, ``progress`` (a response accepted), ``slot_done`` (the last data
-        flit of a slot taken from the datapath).
+        flit of a slot taken from the datapath), ``msg_done`` (... of the message's last slot).
     counters : Out(stall_tx, unknown_wresps)
     """
 
@@ -204,6 +207,7 @@ class WriteBack(wiring.Component):
         msg, flush, st = self.run.msg, self.run.flush, self.status
 
         mask = Signal(f.ports)    # the participants of the packet being sent
+        job = Signal(job_layout(p))
         m.submodules.tags = tags = WriteTags(p)
         for i in range(f.ports):
             wiring.connect(m, wiring.flipped(self.wresp[i]), tags.wresp[i])
@@ -213,6 +217,7 @@ class WriteBack(wiring.Component):
             st.progress.eq(tags.progress),
             self.counters.unknown_wresps.eq(tags.counters.unknown_wresps),
             st.slot_done.eq(self.dp.valid & self.dp.ready & self.dp.payload.last),
+            st.msg_done.eq(st.slot_done & job.last),
         ]
         with m.If(self.run.clear_error):
             m.d.sync += st.status.eq(0)
@@ -222,7 +227,6 @@ class WriteBack(wiring.Component):
         out = self._output_queues(m, tags)
         scales = self._scale_collector(m, flush)
 
-        job = Signal(job_layout(p))
         left = Signal(range(p.slot_flits + 1))
         scale_flits = Signal(range(p.scale_flits_per_slot + 1))
         flag = Signal(flag_request_layout(p))
@@ -232,7 +236,7 @@ class WriteBack(wiring.Component):
                 with m.If(self.job.valid & ~flush):
                     m.d.comb += self.job.ready.eq(1)
                     m.d.sync += [
-                        job.eq(self.job.payload), mask.eq(msg.mask),
+                        job.eq(self.job.payload), mask.eq(self.job.payload.wmask),
                         left.eq((self.job.payload.bytes + fb - 1) // fb),
                         *scales.restart(self.job.payload.bytes),
                     ]
@@ -242,11 +246,11 @@ class WriteBack(wiring.Component):
                     m.d.sync += [flag.eq(self.flag.payload), mask.eq(self.flag.payload.mask)]
                     m.next = "FLAG_HEADER"
             self._header_state(m, "HEADER", out, tags, "DATA",
-                               addr=msg.dst_addr + job.seq * f.max_payload, length=job.bytes)
+                               addr=msg.dst_addr + job.dst_off, length=job.bytes)
             with m.State("DATA"):
                 self._data_state(m, out, scales, left, job, scale_flits)
             self._header_state(m, "SCALE_HEADER", out, tags, "SCALE_DATA",
-                               addr=msg.dst_scale_addr + job.seq * p.scale_bytes_per_slot,
+                               addr=msg.dst_scale_addr + job.dst_off // SCALE_DIVISOR,
                                length=job.bytes // BLOCK_ELEMENTS * 2)
             with m.State("SCALE_DATA"):
                 # On an abort the scales may never have been collected: zero flits instead.
