@@ -84,8 +84,9 @@ def run(args):
         return 0 if ok else 1
     where = (f", root {cfg.root}" if op in ("broadcast", "reduce") else "") + \
         (", in place" if cfg.in_place else "")
+    per_rank = "" if op == "allreduce" else " per rank"
     print(f"SCIN {_NAMES[op]}: {cfg.endpoints} endpoints, {cfg.dtype}, {cfg.size} B "
-          f"({cfg.elements} elements) per rank{where}, {cfg.sim}, seed {cfg.seed}")
+          f"({cfg.elements} elements){per_rank}{where}, {cfg.sim}, seed {cfg.seed}")
     for e in report["per_endpoint"]:
         print(f"  endpoint {e['endpoint']}: {'match   ' if e['match'] else 'MISMATCH'} "
               f"flag generation {e['flag_generation']}, status {_status_text(e['flag_status'])}, "
@@ -95,8 +96,9 @@ def run(args):
     print(f"latency     {t} cycles = {report['latency_us']:.2f} us at {CLOCK_MHZ} MHz"
           + (f" (replays: {report['replay_cycles']})" if cfg.replays > 1 else ""))
     if cfg.bound_bytes:
-        print(f"efficiency  {report['efficiency']:.3f} (one-link bound {cfg.bound_bytes} B / "
-              f"({t} cycles x {cfg.flit_width // 8} B/cycle))")
+        bound = f"{cfg.size} B" if op == "allreduce" else f"one-link bound {cfg.bound_bytes} B"
+        print(f"efficiency  {report['efficiency']:.3f} ({bound} / ({t} cycles x "
+              f"{cfg.flit_width // 8} B/cycle))")
     print(f"status      {_status_text(report['status'])} (golden model: "
           f"{_status_text(report['expected_status'])})")
     c = report["counters"]
