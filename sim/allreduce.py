@@ -28,7 +28,7 @@ from . import numerics
 from .collective_buffers import Buffers, input_regions, result_regions
 from .toolchain import BUILD_ROOT
 
-__all__ = ["CollectiveConfig", "AllReduceConfig", "parse_size", "run_allreduce", "run_collective",
+__all__ = ["CollectiveConfig", "AllReduceConfig", "parse_size", "run_allreduce",
            "plan_params", "CLOCK_MHZ", "OPS"]
 
 CLOCK_MHZ = 250
@@ -349,10 +349,6 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     if save:
         _save(cfg, Path(save), bufs, data, scales, got, report)
     return report
-
-
-#: The entry of ``scin collective``: :func:`run_allreduce` runs every operation.
-run_collective = run_allreduce
 
 
 def _sim_cycles_per_second(run_dir):

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .numerics import BLOCK
+from .numerics import BLOCK, op_key
 
 
 __all__ = ["Buffers", "input_regions", "result_regions", "in_place_buffers", "SCALE_DIVISOR"]
@@ -54,7 +54,7 @@ def _bytes(a):
 def input_regions(op, rank, data, scales, bufs):
     """The regions rank ``rank``'s input occupies: ``data`` (its row of the golden model's input)
     and, for INT8, ``scales``. An in-place AllGather's shard lies at its place in the result."""
-    key = _key(op)
+    key = op_key(op)
     nbytes = np.asarray(data).nbytes
     if key == "allgather" and _is_in_place(bufs):
         return _regions(bufs.dst, bufs.dst_scale, rank * nbytes, _bytes(data), _bytes(scales))
@@ -68,14 +68,10 @@ def result_regions(op, rank, result, bufs, *, root=0):
     over the rank's own input (it is already in place)."""
     if result is None:
         return []
-    key = _key(op)
+    key = op_key(op)
     out, scales = result.out_bytes, result.scale_bytes
     if key == "reduce-scatter" and _is_in_place(bufs):
         return _regions(bufs.dst, bufs.dst_scale, rank * len(out), out, scales)
     if key == "broadcast" and _is_in_place(bufs) and rank == root:
         return []
     return _regions(bufs.dst, bufs.dst_scale, 0, out, scales)
-
-
-def _key(op):
-    return str(getattr(op, "name", op)).lower().replace("_", "-")

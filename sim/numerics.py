@@ -44,7 +44,7 @@ __all__ = [
     "Status", "BLOCK", "MAX_PARTICIPANTS", "BF16_GUARD_BITS", "Q_MAX",
     "allreduce_fp16", "allreduce_bf16", "allreduce_int8", "allreduce", "Reduced", "DTYPES", "encode",
     "quantize_int8", "quantize_int8_fixed", "dequantize_int8", "dequantize_int8_fixed", "num_blocks",
-    "reduce_scatter", "allgather", "broadcast", "reduce", "collective", "OPS",
+    "reduce_scatter", "allgather", "broadcast", "reduce", "collective", "OPS", "op_key",
 ]
 
 #: INQ block size: elements sharing one FP16 scale.
@@ -839,7 +839,9 @@ def reduce(dtype, data, scales=None, root=0) -> Reduced:
     return allreduce(name, a, sb)
 
 
-def _op_key(op) -> str:
+def op_key(op) -> str:
+    """The name in :data:`OPS` of ``op`` (a name in any case, ``_`` for ``-``, or a member named
+    so, as the ISA's ``Op``); ValueError for anything else."""
     name = str(getattr(op, "name", op)).lower().replace("_", "-")
     if name not in OPS:
         raise ValueError(f"op must be one of {', '.join(OPS)}, not {op!r}")
@@ -872,7 +874,7 @@ def collective(op, dtype, data, scales=None, root=0) -> list[Reduced | None]:
     ValueError
         If ``op`` is none of :data:`OPS`; and as the op's function raises.
     """
-    key = _op_key(op)
+    key = op_key(op)
     if key == "reduce-scatter":
         return reduce_scatter(dtype, data, scales)
     if key == "reduce":

@@ -33,12 +33,13 @@ issuer's walk, used by the tests.
 from typing import NamedTuple
 
 from .descriptor import Op
+from .dtype import BLOCK_ELEMENTS
 
 
 __all__ = ["OpPlan", "op_plan", "Segment", "segments", "ranks", "SCALE_DIVISOR"]
 
 #: Data bytes per INT8 scale byte: one 2-byte FP16 scale per 64-byte block.
-SCALE_DIVISOR = 32
+SCALE_DIVISOR = BLOCK_ELEMENTS // 2
 
 
 class OpPlan(NamedTuple):
