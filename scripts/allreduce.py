@@ -33,7 +33,7 @@ def add_arguments(p):
     p.add_argument("--waves", action="store_true", help="record a waveform and print its path")
     p.add_argument("--trace", action="store_true",
                    help="break the latency down hop by hop against the latency model's floor "
-                        "(Icarus, one fp16/bf16 packet per participant: at most 4KiB)")
+                        "(Icarus; fp16/bf16 buffers of at most 4KiB per rank; any op)")
     timing = p.add_argument_group("latency model and ISA configuration")
     timing.add_argument("--latency", type=int, default=90,
                         help="one-way endpoint-to-switch latency in cycles (default: 90 = 360 ns)")

@@ -28,14 +28,20 @@ from ..sim.models import PACKET_BYTES, LinkModel, nvls_cycles, ring_cycles
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
 
-SECTION = "bench"
+SECTION, HOPS_SECTION = "bench", "op-hops"
 SIZES = ["64B", "256B", "1KiB", "4KiB", "16KiB", "64KiB", "256KiB", "1MiB"]
 LARGE_SIZES = ["4MiB", "16MiB"]
 PAPER_EFFICIENCY = 0.924
-PARTS = ("size", "waves", "capacity", "endpoints")
-CSV_FIELDS = ["part", "dtype", "size", "endpoints", "capacity", "waves", "seed", "cycles", "us",
-              "efficiency", "wall_s", "sim_cps", "commit"]
-ROW_KEY = ("part", "dtype", "size", "endpoints", "capacity", "waves")
+PARTS = ("size", "waves", "capacity", "endpoints", "op")
+#: The op sweep's cases: an operation, ``:in-place`` for NCCL's in-place layout.
+OP_CASES = ["allreduce", "reduce-scatter", "reduce-scatter:in-place", "allgather",
+            "allgather:in-place", "broadcast", "reduce", "barrier"]
+OP_SIZES = ["64B", "4KiB", "64KiB", "1MiB"]
+CSV_FIELDS = ["part", "op", "in_place", "root", "dtype", "size", "endpoints", "capacity", "waves",
+              "seed", "cycles", "us", "bound_cycles", "efficiency", "wall_s", "sim_cps", "commit"]
+ROW_KEY = ("part", "op", "in_place", "dtype", "size", "endpoints", "capacity", "waves")
+#: What a row of a ``bench.csv`` written before the op axis was: an All-Reduce.
+ROW_DEFAULTS = {"op": "allreduce", "in_place": 0, "root": 0}
 
 
 def _sizes(text):
@@ -73,7 +79,26 @@ def plan(args):
         for n in _ints(args.endpoint_counts):
             for size in sizes:
                 runs.append(dict(part="endpoints", dtype="fp16", size=size, endpoints=n, **base))
+    if "op" in args.parts:
+        for op, in_place in op_cases(args.ops):
+            root = args.root if op in ("broadcast", "reduce") else 0
+            for size in (_sizes(args.op_sizes)[:1] if op == "barrier" else _sizes(args.op_sizes)):
+                runs.append(dict(part="op", op=op, in_place=in_place, root=root, dtype="fp16",
+                                 size=size, endpoints=4, **base))
     return runs
+
+
+def op_cases(text):
+    """``"allgather:in-place,reduce"`` -> ``[("allgather", True), ("reduce", False)]``."""
+    from ..sim.allreduce import OPS
+    cases = []
+    for item in (s for s in text.split(",") if s):
+        op, _, variant = item.partition(":")
+        if op not in OPS or variant not in ("", "in-place") or (op == "barrier" and variant):
+            raise ValueError(f"--ops: {item!r} is not an operation ({', '.join(OPS)}) with an "
+                             f"optional ':in-place'")
+        cases.append((op, variant == "in-place"))
+    return cases
 
 
 def flit_bytes(cfg):
@@ -83,9 +108,10 @@ def flit_bytes(cfg):
 
 
 def efficiency(cfg, cycles):
-    """The efficiency of an All-Reduce of ``cfg`` that took ``cycles``: its size (16-bit form) over
-    what the link moves in that time, one flit of the configured width per cycle."""
-    return cfg.size / (cycles * flit_bytes(cfg))
+    """The efficiency of a collective of ``cfg`` that took ``cycles``: its one-link bound
+    (``cfg.bound_bytes``, 16-bit form: an All-Reduce's size) over what the link moves in that
+    time, one flit of the configured width per cycle; None for a barrier (it moves no data)."""
+    return cfg.bound_bytes / (cycles * flit_bytes(cfg)) if cfg.bound_bytes else None
 
 
 def link_model(cfg):
@@ -112,7 +138,8 @@ def read_csv(path):
                 pass
         return v
     with open(path, newline="") as f:
-        return [{k: num(v) for k, v in r.items() if v != ""} for r in csv.DictReader(f)]
+        return [{**ROW_DEFAULTS, **{k: num(v) for k, v in r.items() if v != ""}}
+                for r in csv.DictReader(f)]
 
 
 def merge_rows(old, new):
@@ -140,20 +167,31 @@ def run_all(runs, seeds, log=print):
                                    f"has an unexpected status (run in {report['run_dir']})")
             reports.append(report)
         cycles = statistics.median(r["cycles"] for r in reports)
-        row = {"part": part, "dtype": run["dtype"], "size": run["size"], "endpoints": run["endpoints"],
+        eff = efficiency(cfg, cycles)
+        row = {"part": part, "op": cfg.op, "in_place": int(cfg.in_place), "root": cfg.root,
+               "dtype": run["dtype"], "size": run["size"], "endpoints": run["endpoints"],
                "capacity": run["capacity"], "waves": run["outstanding"], "seed": seeds,
                "cycles": cycles, "us": round(cycles / CLOCK_MHZ, 3),
-               "efficiency": round(efficiency(cfg, cycles), 4),
+               "bound_cycles": cfg.bound_bytes / flit_bytes(cfg),
+               "efficiency": None if eff is None else round(eff, 4),
                "wall_s": round(statistics.median(r["wall_seconds"] for r in reports), 1),
                "sim_cps": reports[0].get("sim_cycles_per_second"),
                "commit": commit}
         row.update({f"c_{name}": value for name, value in reports[0]["counters"].items()})
         rows.append(row)
-        log(f"[{k}/{len(runs)}] {part:9s} {run['dtype']} {run['size']:>9d} B, {run['endpoints']} "
-            f"endpoints, {run['outstanding']} waves / {run['capacity'] // 1024} KiB: {cycles:.0f} "
-            f"cycles, efficiency {row['efficiency']:.3f} ({row['wall_s']:.1f} s; "
+        what = "" if part != "op" else f" {case_name(row)}"
+        log(f"[{k}/{len(runs)}] {part:9s}{what} {run['dtype']} {run['size']:>9d} B, "
+            f"{run['endpoints']} endpoints, {run['outstanding']} waves / "
+            f"{run['capacity'] // 1024} KiB: {cycles:.0f} cycles, efficiency "
+            f"{'-' if eff is None else format(eff, '.3f')} ({row['wall_s']:.1f} s; "
             f"{time.monotonic() - started:.0f} s so far)")
     return rows
+
+
+def case_name(row):
+    """An op row's case as ``--ops`` spells it (``allgather:in-place``), with its root."""
+    name = row["op"] + (":in-place" if row.get("in_place") else "")
+    return name + (f" (root {row['root']})" if row["op"] in ("broadcast", "reduce") else "")
 
 
 def write_csv(rows, path):
@@ -246,7 +284,7 @@ def section(rows, plots, args, elapsed, link, out_rel):
              "| part | dtype | size | endpoints | table | waves | cycles | us | efficiency | "
              "NVLS model (cycles) | ring model (cycles) | stall_slot | stall_data |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in rows:
+    for r in (r for r in rows if r["part"] != "op"):
         lines.append(
             f"| {r['part']} | {r['dtype']} | {r['size']} | {r['endpoints']} | {r['capacity'] // 1024} KiB "
             f"| {r['waves']} | {r['cycles']:.0f} | {r['us']:.2f} | {r['efficiency']:.3f} | "
@@ -254,7 +292,76 @@ def section(rows, plots, args, elapsed, link, out_rel):
             f"{ring_cycles(r['size'], r['endpoints'], link):.0f} | {r.get('c_stall_slot', '')} | "
             f"{r.get('c_stall_data', '')} |")
     lines.append("")
+    lines += op_table(rows)
     lines += [f"![{p}]({out_rel}/{p})" for p in plots]
+    return "\n".join(lines)
+
+
+def op_table(rows):
+    """The op sweep's rows (``--parts op``) as a table of their own: each against its bound."""
+    rows = [r for r in rows if r["part"] == "op"]
+    if not rows:
+        return []
+    lines = ["### The collective set (`--parts op`)", "",
+             "fp16, 4 endpoints; `size` is the per-rank count (NCCL's `count`, `recvcount`, "
+             "`sendcount`) in bytes. The bound is the operation's one-link lower bound, the largest "
+             "buffer a rank sends or receives over its link / 32 B per cycle (docs/PERFORMANCE.md); "
+             "efficiency = bound / cycles.", "",
+             "| op | size | cycles | us | bound (cycles) | efficiency | stall_slot | stall_data | commit |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        eff = r.get("efficiency")
+        lines.append(f"| {case_name(r)} | {r['size']} | {r['cycles']:.0f} | {r['us']:.2f} | "
+                     f"{r['bound_cycles']:.0f} | {'-' if eff in (None, '') else format(eff, '.3f')} | "
+                     f"{r.get('c_stall_slot', '')} | {r.get('c_stall_data', '')} | {r['commit']} |")
+    return lines + [""]
+
+
+def hop_runs(args):
+    """The op sweep's hop traces: every case of ``--ops`` at ``--hop-size``, on Icarus."""
+    size = parse_size(args.hop_size)
+    return [AllReduceConfig(op=op, in_place=in_place, size=size, sim="icarus", trace=True,
+                            root=args.root if op in ("broadcast", "reduce") else 0)
+            for op, in_place in op_cases(args.ops)]
+
+
+def hop_section(cfgs, log=print):
+    """Trace each of ``cfgs`` hop by hop; return the ``op-hops`` section's text."""
+    from ..sim.trace import HOP_NAMES
+    started = time.monotonic()
+    data, barrier = [], []
+    for k, cfg in enumerate(cfgs, 1):
+        log(f"[hops {k}/{len(cfgs)}] tracing {case_name(vars(cfg))} {cfg.size} B on icarus ...")
+        report = run_allreduce(cfg, log=lambda *_: None)
+        if not report["match"]:
+            raise RuntimeError(f"{cfg.op} {cfg.size} B: result differs from the golden model "
+                               f"(run in {report['run_dir']})")
+        (barrier if cfg.op == "barrier" else data).append((cfg, report))
+    fb = flit_bytes(cfgs[0])
+    lines = [f"## Every operation hop by hop (`scin bench --parts op`, {cfgs[0].size} B per rank)",
+             "", f"Icarus (the same cycles as Verilator: the design is deterministic), commit "
+             f"{current_commit()}, {time.monotonic() - started:.0f} s. fp16, 4 endpoints, the latency "
+             "model of the tables above; each cell: measured cycles (floor), as in the All-Reduce's "
+             "hop table. The path follows the last arrival, the last result data to reach an "
+             "endpoint back to the read response that gated it and that response's READ, then "
+             "the last flag. A hop's floor is that of one packet; with several packets on a link "
+             "(ReduceScatter's N shards up each link, AllGather's N shards down it) the others' "
+             "serialisation is the row below, spread over the hops' cycles, so the total floor is "
+             "4 one-way trips + the memory read + the bound's flits + 1.", "",
+             "| hop | " + " | ".join(case_name(vars(c)) for c, _ in data) + " |",
+             "| --- | " + " | ".join("---:" for _ in data) + " |"]
+    for j, (name, _) in enumerate(HOP_NAMES):
+        lines.append(f"| {name} | " + " | ".join(
+            f"{r['hops'][j]['cycles']} ({r['hops'][j]['floor']})" for _, r in data) + " |")
+    extra = [round(r["bound_cycles"]) - -(-c.data_bytes // fb) for c, r in data]
+    lines.append("| other packets on the busiest link | " + " | ".join(f"- ({e})" for e in extra) + " |")
+    totals = [(r["cycles"], sum(h["floor"] for h in r["hops"]) + e) for (_, r), e in zip(data, extra)]
+    lines.append("| **total** | " + " | ".join(f"**{t}** ({fl})" for t, fl in totals) + " |")
+    lines.append("| over the floor | " + " | ".join(f"{t - fl}" for t, fl in totals) + " |")
+    for cfg, r in barrier:
+        floor = sum(h["floor"] for h in r["hops"])
+        lines += ["", f"Barrier: **{r['cycles']}** cycles (floor {floor}, {r['cycles'] - floor} over): "
+                  + ", ".join(f"{h['hop']} {h['cycles']} ({h['floor']})" for h in r["hops"]) + "."]
     return "\n".join(lines)
 
 
@@ -280,6 +387,18 @@ def add_arguments(p):
     p.add_argument("--endpoint-counts", default="8",
                    help="endpoint counts of the endpoints sweep, fp16 (default: %(default)s; "
                         "4 endpoints are in the size sweep)")
+    p.add_argument("--ops", default=",".join(OP_CASES),
+                   help="the op sweep's cases, each an operation with an optional ':in-place' "
+                        "(default: %(default)s)")
+    p.add_argument("--op-sizes", default=",".join(OP_SIZES),
+                   help="per-rank sizes of the op sweep (default: %(default)s)")
+    p.add_argument("--root", type=int, default=1,
+                   help="the root rank of the op sweep's broadcast and reduce (default: %(default)s)")
+    p.add_argument("--hop-size", default="64B",
+                   help="the op sweep also traces every case hop by hop at this size on Icarus "
+                        "(slow: about 2 minutes a case) and writes the op-hops section "
+                        "(default: %(default)s)")
+    p.add_argument("--no-hops", action="store_true", help="the op sweep without the hop traces")
     p.add_argument("--seeds", type=int, default=1, help="seeds per point (default: %(default)s)")
     p.add_argument("--out", default=str(REPO_ROOT / "docs" / "bench"),
                    help="directory for bench.csv and the plots (default: docs/bench)")
@@ -306,9 +425,12 @@ def run(args):
         hardware = dataclasses.asdict(cfg)
         hardware.update(mem_size=memory_map(cfg)[1])
         plan_params(hardware)
+    hop_cfgs = hop_runs(args) if "op" in args.parts and not args.no_hops else []
     if args.dry_run:
         for k, spec in enumerate(runs, 1):
             print(f"[{k}/{len(runs)}] {spec}")
+        for k, cfg in enumerate(hop_cfgs, 1):
+            print(f"[hops {k}/{len(hop_cfgs)}] {case_name(vars(cfg))} {cfg.size} B, icarus, traced")
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -330,6 +452,13 @@ def run(args):
     text = section(rows, plots, args, time.monotonic() - started, link, out_rel)
     rewrite_section(args.doc, SECTION, text)
     print(f"wrote {out / 'bench.csv'}, {', '.join(plots)} and the bench section of {args.doc}")
+    if hop_cfgs:
+        try:
+            rewrite_section(args.doc, HOPS_SECTION, hop_section(
+                hop_cfgs, log=lambda line: print(line, flush=True)))
+        except RuntimeError as exc:
+            raise CommandError(str(exc), status=1) from None
+        print(f"wrote the {HOPS_SECTION} section of {args.doc}")
     return 0
 
 

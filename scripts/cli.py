@@ -116,19 +116,23 @@ COMMANDS = {c.name: c for c in (
             description="All-Reduce latency and efficiency on the simulated system (`scin "
                         "bench-allreduce`)."),
     Command("bench", "bench",
-            help="sweep size, dtype, waves, table capacity and endpoints; CSV, plots and a "
-                 "docs/PERFORMANCE.md section, with modelled NVLS and ring figures",
+            help="sweep size, dtype, waves, table capacity, endpoints and operation; CSV, plots "
+                 "and docs/PERFORMANCE.md sections, with modelled NVLS and ring figures",
             description="Sweep the simulated system: size, dtype, outstanding waves, wave-table "
-                        "capacity, endpoints.",
-            epilog="Example: scin bench --parts size --dtypes fp16 --sizes 4KiB,1MiB"),
+                        "capacity, endpoints, and (--parts op) every collective operation against "
+                        "its one-link bound, with a hop-by-hop trace of each at --hop-size.",
+            epilog="Examples: scin bench --parts size --dtypes fp16 --sizes 4KiB,1MiB; "
+                   "scin bench --parts op --ops allgather:in-place,reduce --merge"),
     Command("accuracy", "accuracy",
             help="accuracy study: INQ vs ring-quantized vs FP16 All-Reduce (writes "
                  "docs/accuracy.csv/.png)",
             description="Accuracy study of the All-Reduce modes against the exact sum."),
     Command("soak", "soak",
-            help="randomised seeded soak: many collectives with random groups, sizes, dtypes, "
-                 "stalls, traffic and faults, each checked",
-            description="Randomised soak: COUNT collectives drawn from SEED (dtype, size 64 B to "
+            help="randomised seeded soak: many collectives with random operations, groups, "
+                 "roots, sizes, dtypes, stalls, traffic and faults, each checked",
+            description="Randomised soak: COUNT collectives drawn from SEED (operation: "
+                        "All-Reduce, ReduceScatter, AllGather, Broadcast, Reduce or barrier; root; "
+                        "dtype, size 64 B to "
                         "MAX_SIZE, participant group, in place or not, arrival stalls, ordinary "
                         "traffic, AXI DECERR faults and bad descriptors) on one simulated system "
                         "with reordered memory responses; every result checked against the golden "

@@ -1,9 +1,11 @@
 """``scin soak --count N --seed S``: a randomised, seeded run of many collectives on one system.
 
-Every collective is checked: bit-exact with the golden model, or flagged ERROR when it was meant
-to fail; every non-participant untouched; every ordinary write intact. Exit status 0 when all of
-it holds, 1 otherwise, 2 on bad options or a simulation that did not complete (a hang is reported
-with the collective it stopped at). See ``sim/soak.py`` and ``docs/RELIABILITY.md``.
+Every collective (All-Reduce, ReduceScatter, AllGather, Broadcast, Reduce, barrier; random roots,
+in place and not) is checked: every participant's buffers bit-exact with the golden model's image,
+or flagged ERROR when it was meant to fail; every non-participant untouched; every ordinary write
+intact. Exit status 0 when all of it holds, 1 otherwise, 2 on bad options or a simulation that did
+not complete (a hang is reported with the collective it stopped at). See ``sim/soak.py`` and
+``docs/RELIABILITY.md``.
 """
 
 import json
@@ -71,6 +73,9 @@ def run(args):
     print(f"  {'class':32s} {'ok':>5s} {'failed':>7s}")
     for label, counts in summary["outcomes"].items():
         print(f"  {label:32s} {counts['ok']:5d} {counts['FAILED']:7d}")
+    print(f"  {'operation':32s} {'ok':>5s} {'failed':>7s}")
+    for op, counts in summary["ops"].items():
+        print(f"  {op:32s} {counts['ok']:5d} {counts['FAILED']:7d}")
     print(f"  ordinary writes intact: {summary['ordinary_writes_intact']} of "
           f"{summary['ordinary_writes']}")
     c = summary["counters"]

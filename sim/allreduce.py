@@ -105,16 +105,16 @@ class CollectiveConfig:
             raise ValueError(f"flag_mode must be 'acked' or 'ordered', not {self.flag_mode!r}")
         if self.replays < 1:
             raise ValueError(f"replays must be at least 1, not {self.replays}")
-        if self.trace and self.op != "allreduce":
-            raise ValueError("trace breaks down an All-Reduce only (--op allreduce)")
         if self.trace:
             # The trace reads signals inside the hierarchy (Verilator builds do not expose them)
-            # and runs Python every cycle; the hop table assumes one packet per participant.
+            # and runs Python every cycle; the hop table matches each READ with its response by
+            # count, which INT8's scale reads would confuse.
             if self.sim != "icarus":
                 raise ValueError("trace needs the icarus simulator (--sim icarus)")
-            if self.data_bytes > 4096 or self.dtype == "int8" or self.replays != 1 or self.traffic:
-                raise ValueError("trace is for one fp16 or bf16 All-Reduce of at most 4 KiB, "
-                                 "without replays or ordinary traffic")
+            if max(self.shards_in, self.shards_out) * self.data_bytes > 4096 \
+                    or self.dtype == "int8" or self.replays != 1 or self.traffic:
+                raise ValueError("trace is for one fp16 or bf16 collective whose buffers are at "
+                                 "most 4 KiB per rank, without replays or ordinary traffic")
 
     @property
     def elements(self):
@@ -197,6 +197,28 @@ def make_inputs(cfg):
     return numerics.encode(cfg.dtype, x)
 
 
+def region_image(window, regions):
+    """``window`` zero bytes with ``regions`` (``(offset, bytes)``) written over them, in order."""
+    image = bytearray(window)
+    for addr, raw in regions:
+        image[addr:addr + len(raw)] = raw
+    return bytes(image)
+
+
+def flit_loads(regions, window, flit_bytes, base=0):
+    """``regions`` (offsets into a window of ``window`` bytes at ``base``) as the loader takes
+    them: whole flits (:func:`write_memh` is given flit addresses and pads to a flit). Each is
+    widened to the flits it touches, their bytes taken from the image of all of them, so regions
+    that share a flit (an in-place INT8 AllGather's scale shards, ``C / 32`` bytes each at
+    ``r * C / 32``) land at their bytes and the rest of the flit stays zero."""
+    image = region_image(window, regions)
+    out = []
+    for a, raw in regions:
+        lo, hi = a // flit_bytes * flit_bytes, -(-(a + len(raw)) // flit_bytes) * flit_bytes
+        out.append((base + lo, image[lo:hi]))
+    return out
+
+
 def expected_images(cfg, bufs, window, data, scales):
     """Per rank: the regions its memory is loaded with, and the image of ``window`` bytes from
     address 0 the collective must leave (zeroed memory, the inputs, the results), and the
@@ -207,11 +229,9 @@ def expected_images(cfg, bufs, window, data, scales):
     for r in range(cfg.endpoints):
         regions = [] if cfg.op == "barrier" else input_regions(
             cfg.op, r, data[r], None if scales is None else scales[r], bufs)
-        image = bytearray(window)
-        for addr, raw in regions + result_regions(cfg.op, r, results[r], bufs, root=cfg.root):
-            image[addr:addr + len(raw)] = raw
         loads.append(regions)
-        images.append(bytes(image))
+        images.append(region_image(window, regions + result_regions(cfg.op, r, results[r], bufs,
+                                                                    root=cfg.root)))
         status |= 0 if results[r] is None else int(results[r].status)
     return loads, images, status
 
@@ -272,7 +292,7 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     plusargs = []
     for i in range(n):
         hex_in = run_dir / f"ep{i}.in.hex"
-        write_memh(hex_in, [(addr // fb, raw) for addr, raw in loads[i]], fb)
+        write_memh(hex_in, [(addr // fb, raw) for addr, raw in flit_loads(loads[i], window, fb)], fb)
         plusargs += [f"+scin_load_ep{i}={hex_in}", f"+scin_dump_ep{i}={run_dir / f'ep{i}.out.hex'}"]
     dump_lo = min(r["addr"] for r in dump_regions) // fb
     dump_hi = -(-max(r["addr"] + r["bytes"] for r in dump_regions) // fb)
@@ -342,7 +362,7 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
         r = timing["replays"][-1]
         report["hops"] = hops([tuple(x) for x in timing["trace"]], sorted(int(k) for k in r["flags"]),
                               r["start"], r["end"], cfg.one_way_latency, cfg.mem_latency,
-                              -(-cfg.data_bytes // fb))
+                              -(-cfg.data_bytes // fb), barrier=cfg.op == "barrier")
     if waves:
         found = sorted(run_dir.glob("*.vcd")) + sorted(run_dir.glob("*.fst"))
         report["waveform"] = str(found[0]) if found else None

@@ -1,29 +1,40 @@
 """``scin soak``: a seeded, randomised run of many collectives on one simulated system.
 
-:func:`make_plan` draws ``count`` collectives from one seed: dtype (fp16, bf16, int8), size (64 B
-to 32 KiB, log-uniform), participant group (any subset of two or more endpoints), in-place or
-not, arrival stalls per participant (0 to 400 cycles), ordinary traffic between endpoints during
-the collective, and a fault class:
+:func:`make_plan` draws ``count`` collectives from one seed: the operation (All-Reduce,
+ReduceScatter, AllGather, Broadcast, Reduce, each about as often, and now and then a barrier),
+dtype (fp16, bf16, int8), size (the per-rank count in its 16-bit form, 64 B to ``max_size``
+log-uniform; a ReduceScatter's input or an AllGather's result, ``N`` times it, stays within
+``max_size`` and its shards are whole flits), a root (a random rank: Broadcast, Reduce),
+participant group (any subset of two or more endpoints), in place or not (NCCL's in-place
+layouts, :mod:`scin.sim.collective_buffers`), flag mode, arrival stalls per participant (0 to 400
+cycles), ordinary traffic between endpoints during the collective, and a fault class:
+
+* ``none``: a good collective. Every participant's whole window of the collective (its data and
+  scale buffers, ``src`` to the end of the scale buffers) must equal zeros plus its inputs plus
+  its result where the operation puts one (the golden model, :mod:`scin.sim.numerics`), bit for
+  bit: a byte written where the operation gives a rank nothing (a Reduce's other ranks, a
+  ReduceScatter's buffer past the rank's shard) fails too. Its flag must carry the golden model's
+  status (OR over the ranks' results); a barrier's buffers stay zero and its flag carries OK;
+* ``decerr``: a data operation whose input buffer lies beyond the end of every participant's
+  memory, so reads answer AXI DECERR; every participant's flag must carry ``ERROR`` (the result is
+  not checked: it is not claimed);
+* ``bad_desc``: one of the descriptor errors that still has a barrier (:data:`BAD_DESC_KINDS`,
+  in turn; each drawn with an operation it applies to, barriers too); every flag must carry
+  ``ERROR`` and the window must hold the inputs only (no result written).
 
 Groups are random subsets of two or more endpoints, or (``groups="halves"``) two fixed halves
-alternating in the program, as two tensor-parallel groups sharing one switch. Some ordinary
-writes are followed by a second write to the same bytes from the same source, so the memory must
-end with the second (order per source and class).
-
-* ``none``: a good collective; every participant's result must be bit-exact with the golden model
-  (:mod:`scin.sim.numerics`) and its flag must carry the golden model's status;
-* ``decerr``: the input buffer lies beyond the end of every participant's memory, so reads answer
-  AXI DECERR; every participant's flag must carry ``ERROR`` (the result is not checked: it is
-  not claimed);
-* ``bad_desc``: one of the descriptor errors that still has a barrier (misaligned address, length
-  0, length over the maximum, an INT8 length that is not whole blocks, an unknown dtype or op);
-  every flag must carry ``ERROR`` and the result buffer must be untouched.
+alternating in the program, as two tensor-parallel groups sharing one switch; then the two
+collectives of a pair (``k`` even on the first half, ``k + 1`` on the second) are different
+operations. A barrier's descriptor names buffers too (drawn as a data operation's, nothing
+loaded): the ISA must leave them zero. Some ordinary writes are followed by a second write to the
+same bytes from the same source, so the memory must end with the second (order per source and
+class).
 
 Everything happens in one simulation (the system is built once per configuration): memory images
 are loaded through the file backdoor at time 0, collectives run in batches of up to
 ``sync_resources`` descriptors (descriptor ``j`` of a batch on sync resource ``j``), and the
 memories are dumped at the end. :func:`verify` then checks every collective, every
-non-participant's untouched result and flag (isolation) and every ordinary write, and returns the
+non-participant's untouched window and flag (isolation) and every ordinary write, and returns the
 summary. ``sim/testbench/soak_bench.py`` is the simulator side.
 """
 
@@ -38,16 +49,37 @@ from pathlib import Path
 import numpy as np
 
 from . import numerics
-from .allreduce import write_memh, read_memh, plan_params, _runs_dir
+from .allreduce import (CollectiveConfig, memory_map, expected_images, write_memh, read_memh,
+                        plan_params, region_image, flit_loads, _runs_dir)
+from .collective_buffers import Buffers
 
-__all__ = ["SoakConfig", "make_plan", "run_soak", "FAULTS"]
+__all__ = ["SoakConfig", "make_plan", "run_soak", "verify", "expected_window", "FAULTS", "OPS",
+           "BAD_DESC_KINDS"]
 
 FAULTS = ("none", "decerr", "bad_desc")
-BAD_DESC_KINDS = ("misaligned", "zero_length", "too_long", "int8_partial_block", "bad_dtype", "bad_op")
+#: The operations the soak draws: the golden model's data operations, and barrier.
+OPS = numerics.OPS + ("barrier",)
+#: Share of barriers among the collectives an operation is drawn for (the rest: the five data
+#: operations, uniformly). A barrier moves no data: it checks generations and flags only.
+BARRIER_SHARE = 1 / 12
+#: The descriptor errors a ``bad_desc`` collective carries, in turn; each keeps the barrier (the
+#: participant set and the sync resource are good), so every participant's flag must say ERROR.
+BAD_DESC_KINDS = ("misaligned", "root_not_a_rank", "zero_length", "shard_not_whole_flits",
+                  "bad_op", "too_long", "absent_port", "int8_partial_block", "bad_dtype")
+#: The operations each fault (or bad-descriptor kind) is drawn with: the length, dtype and buffer
+#: errors need a data operation; a root only Broadcast and Reduce have; whole-flit shards only
+#: ReduceScatter and AllGather need; an unknown op or a port the switch lacks spoils any
+#: descriptor, a barrier's too. DECERR needs reads.
+FAULT_OPS = {"none": OPS, "decerr": numerics.OPS, "bad_desc": numerics.OPS,
+             "bad_op": OPS, "absent_port": OPS, "root_not_a_rank": ("broadcast", "reduce"),
+             "shard_not_whole_flits": ("reduce-scatter", "allgather")}
+ROOTED = ("broadcast", "reduce")
+SHARDED = ("reduce-scatter", "allgather")
+IN_PLACE_SHARE = 0.3
 MEM_SIZE = 4 << 20
 SCRATCH = 3 << 20            # ordinary writes land in the top MiB, 4 KiB per write
-ALIGN = 4096                 # data and scale buffers: page-aligned, as the ISA requires
-
+FLAG_BASE = SCRATCH - 64 * 1024   # flag k at FLAG_BASE + 4 k; the buffers lie below
+SLOTS_PER_DST = (MEM_SIZE - SCRATCH) // 4096
 
 class SoakConfig:
     """Parameters of one soak. ``count`` collectives from ``seed`` on ``endpoints`` endpoints."""
@@ -88,128 +120,220 @@ def _inputs(rng, dtype, n, elements):
     return numerics.encode(dtype, x * 100 if dtype == "bf16" else x)
 
 
+def _draw_members(cfg, rng, k):
+    """Collective ``k``'s participants (ascending ports: rank r is the r-th)."""
+    n = cfg.endpoints
+    group = 0
+    if cfg.groups == "halves":
+        # Two fixed groups (the paper's two TP4 groups on an 8-port switch), alternating in
+        # the program: each works through its own collectives while the other runs.
+        half = (1 << n // 2) - 1
+        group = half if k % 2 == 0 else half << n // 2
+    while bin(group).count("1") < 2:
+        group = rng.getrandbits(n)
+    return [i for i in range(n) if group >> i & 1]
+
+
+def _draw_fault(cfg, rng, bad_so_far):
+    """``(fault, bad-descriptor kind or None)``; the kinds in turn, so that a soak with
+    ``len(BAD_DESC_KINDS)`` or more bad descriptors tries each one."""
+    if rng.random() >= cfg.fault_rate:
+        return "none", None
+    fault = rng.choice(("decerr", "bad_desc"))
+    if fault == "decerr":
+        return fault, None
+    return fault, BAD_DESC_KINDS[bad_so_far % len(BAD_DESC_KINDS)]
+
+
+def _draw_op(rng, fault, kind, avoid=None):
+    """An operation the fault (or kind) applies to, other than ``avoid`` (the concurrent
+    collective's, in ``groups="halves"``): barrier with :data:`BARRIER_SHARE`, else a data
+    operation uniformly."""
+    allowed = [op for op in FAULT_OPS.get(kind, FAULT_OPS[fault]) if op != avoid]
+    data_ops = [op for op in allowed if op != "barrier"]
+    if "barrier" in allowed and (not data_ops or rng.random() < BARRIER_SHARE):
+        return "barrier"
+    return rng.choice(data_ops)
+
+
+def _draw_size(cfg, rng, op, dtype, n, flit_bytes):
+    """The per-rank count in its 16-bit form (elements x 2 bytes, NCCL's count): log-uniform up to
+    ``max_size``, for ReduceScatter and AllGather divided by the ``n`` shards so their buffers stay
+    within it; INT8 whole 64-element blocks, a sharded op's shard whole flits (the ISA's rules),
+    at least one of those units."""
+    size = 1 << rng.randint(6, int(math.log2(cfg.max_size)))
+    # Not only powers of two: add a whole number of 128-byte steps sometimes.
+    if rng.random() < 0.5:
+        size = min(cfg.max_size, size + 128 * rng.randint(1, 8))
+    shards = n if op in SHARDED else 1
+    unit = 128 if dtype == "int8" else flit_bytes if shards > 1 else 2
+    return max(unit, size // shards // unit * unit)
+
+
+def _break(desc, kind, rng, isa, n_members):
+    """Spoil ``desc`` in place with the bad-descriptor ``kind``."""
+    from ..hdl.isa import DType, MAX_PORTS
+    if kind == "misaligned":
+        # Flit-aligned but not page-aligned: its packets would cross 4 KB boundaries.
+        desc["dst_addr"] += 32 * rng.randint(1, 127)
+    elif kind == "zero_length":
+        desc["elements"] = 0
+    elif kind == "too_long":
+        desc["elements"] = isa.max_elements + 64
+    elif kind == "int8_partial_block":
+        desc.update(dtype=DType.INT8.value, elements=64 * max(1, desc["elements"] // 64) + 32)
+    elif kind == "bad_dtype":
+        desc["dtype"] = 3
+    elif kind == "bad_op":
+        desc["op"] = rng.choice((0, 7, 15))
+    elif kind == "root_not_a_rank":
+        desc["root"] = rng.randint(n_members, MAX_PORTS - 1)
+    elif kind == "shard_not_whole_flits":
+        # Half a flit over whole flits (FP16 or BF16: an INT8 shard of whole blocks is whole flits).
+        if desc["dtype"] == DType.INT8.value:
+            desc["dtype"] = DType.FP16.value
+        desc["elements"] = 16 * max(1, desc["elements"] // 16) + 8
+    else:
+        # A port the switch lacks next to the real ones: the barrier of the real ones still runs.
+        desc["participants"] |= 1 << rng.randint(isa.fabric.ports, MAX_PORTS - 1)
+
+
+def _draw_traffic(cfg, rng, members, scratch_next):
+    """Ordinary writes from some participants to other endpoints while the collective runs, each
+    to a fresh 4 KiB scratch slot of its destination (``scratch_next`` counts them)."""
+    traffic = []
+    if rng.random() >= cfg.traffic_rate:
+        return traffic
+    for i in members:
+        dst_ep = rng.choice([e for e in range(cfg.endpoints) if e != i])
+        if scratch_next[dst_ep] >= SLOTS_PER_DST:
+            continue
+        length = 32 * rng.randint(1, 128)
+        slot = SCRATCH + 4096 * scratch_next[dst_ep]
+        traffic.append({"src": i, "dst": dst_ep, "addr": slot, "length": length,
+                        "seed": rng.getrandbits(16)})
+        if rng.random() < 0.3:
+            # A second write to the same bytes right behind the first: the memory must end
+            # with the second (order per source and class).
+            traffic.append({"src": i, "dst": dst_ep, "addr": slot, "length": length,
+                            "seed": rng.getrandbits(16), "overwrites": True})
+        scratch_next[dst_ep] += 1
+    return traffic
+
+
+def _outcome(shape, layout, fault, data, scales):
+    """Per rank of ``shape`` (a :class:`CollectiveConfig` laid out at address 0 as ``layout``):
+    the regions to load and the image of its window (``layout["flag"]`` bytes: its buffers) the
+    collective must leave (None: not checked), and the flag status (before masking). The image:
+    zeros, the inputs, and for a good collective the results
+    (:func:`~scin.sim.allreduce.expected_images`); a bad descriptor writes nothing."""
+    window = layout["flag"]
+    bufs = Buffers(layout["src"], layout["dst"], layout["src_scales"], layout["dst_scales"])
+    loads, images, status = expected_images(shape, bufs, window, data, scales)
+    if fault == "decerr":
+        images = [None] * len(images)
+    elif fault == "bad_desc":
+        images = [region_image(window, regions) for regions in loads]
+    return loads, images, status
+
+
+def _descriptor(shape, layout, base, **fields):
+    """The descriptor of ``shape`` with its buffers (``layout``) at ``base``; ``fields``: the
+    rest (flag, sync resource, participants, flag mode)."""
+    from ..hdl.isa import Op, DType
+    return dict(op=Op[shape.op.upper().replace("-", "_")].value,
+                dtype=DType[shape.dtype.upper()].value, elements=shape.elements, root=shape.root,
+                src_addr=base + layout["src"], dst_addr=base + layout["dst"],
+                src_scale_addr=base + layout["src_scales"],
+                dst_scale_addr=base + layout["dst_scales"], **fields)
+
+
+def _draw_collective(cfg, rng, k, isa, bad_so_far, avoid):
+    """Draw collective ``k``'s shape: ``(members, fault, kind, CollectiveConfig)``."""
+    members = _draw_members(cfg, rng, k)
+    fault, kind = _draw_fault(cfg, rng, bad_so_far)
+    op = _draw_op(rng, fault, kind, avoid)
+    dtype = rng.choice(numerics.DTYPES)
+    size = _draw_size(cfg, rng, op, dtype, len(members), isa.fabric.flit_bytes)
+    root = rng.randrange(len(members)) if op in ROOTED else 0
+    # DECERR moves the input beyond memory, so it cannot be in place.
+    in_place = op != "barrier" and fault != "decerr" and rng.random() < IN_PLACE_SHARE
+    shape = CollectiveConfig(op=op, endpoints=len(members), dtype=dtype, size=size, root=root,
+                             in_place=in_place)
+    return members, fault, kind, shape
+
+
 def make_plan(cfg):
     """Draw the collectives and lay them out in memory. Returns ``(plan, images, expected)``:
-    the JSON plan for the simulator, ``images[i] = [(byte_addr, bytes)]`` to load into endpoint
-    ``i``, and the expected outcome of every collective."""
-    from ..hdl.isa import Op, FlagMode, FlagStatus, check_descriptor
-    from ..hdl.isa import DType
+    the JSON plan for the simulator, ``images[i] = [(byte_addr, bytes)]`` (whole flits) to load
+    into endpoint ``i``, and the expected outcome of every collective (:func:`verify` reads it;
+    its ``window`` is the collective's buffers, ``inputs`` each member's regions loaded into it,
+    as offsets into the window, and ``images`` each member's expected bytes of it)."""
+    from ..hdl.isa import FlagMode, FlagStatus, check_descriptor
     DATA_FLAGS = (FlagStatus.OVERFLOW | FlagStatus.INVALID).value
-    params = plan_params(cfg.hardware())
-    isa = params.isa
-    n = cfg.endpoints
+    isa = plan_params(cfg.hardware()).isa
     rng = random.Random(cfg.seed)
-    images = [[] for _ in range(n)]
+    images = [[] for _ in range(cfg.endpoints)]
     colls, expected = [], []
     addr = 0
-    flag_base = SCRATCH - 64 * 1024
     generation = Counter()
-    scratch_next = [0] * n           # next free 4 KiB scratch slot at each destination
-    slots_per_dst = (MEM_SIZE - SCRATCH) // 4096
+    scratch_next = [0] * cfg.endpoints   # next free 4 KiB scratch slot at each destination
     for k in range(cfg.count):
-        batch_index = k % isa.sync_resources
-        sync = batch_index
-        dtype = rng.choice(numerics.DTYPES)
-        size = 1 << rng.randint(6, int(math.log2(cfg.max_size)))
-        size = max(128, size) if dtype == "int8" else size
-        # Not only powers of two: add a whole number of 128-byte steps sometimes.
-        if rng.random() < 0.5:
-            size = min(cfg.max_size, size + 128 * rng.randint(1, 8))
-        elements = size // 2
-        group = 0
-        if cfg.groups == "halves":
-            # Two fixed groups (the paper's two TP4 groups on an 8-port switch), alternating in
-            # the program: each works through its own collectives while the other runs.
-            half = (1 << n // 2) - 1
-            group = half if k % 2 == 0 else half << n // 2
-        while bin(group).count("1") < 2:
-            group = rng.getrandbits(n)
-        members = [i for i in range(n) if group >> i & 1]
-        fault = "none"
-        if rng.random() < cfg.fault_rate:
-            fault = rng.choice(("decerr", "bad_desc"))
-        in_place = fault == "none" and rng.random() < 0.25
-        data_bytes = elements if dtype == "int8" else 2 * elements
-        scale_bytes = 2 * (elements // 64) if dtype == "int8" else 0
-        region = -(-data_bytes // ALIGN) * ALIGN
-        sregion = -(-max(scale_bytes, 1) // ALIGN) * ALIGN
-        src, dst = addr, addr + region
-        ssrc, sdst = addr + 2 * region, addr + 2 * region + sregion
-        addr += 2 * region + 2 * sregion
-        if in_place:
-            dst = src
-        if addr > flag_base:
+        sync = k % isa.sync_resources
+        # halves: collective k + 1 runs on the other group next to k, with another operation.
+        avoid = expected[-1]["op"] if cfg.groups == "halves" and k % 2 else None
+        bad_so_far = sum(e["fault"] == "bad_desc" for e in expected)
+        members, fault, kind, shape = _draw_collective(cfg, rng, k, isa, bad_so_far, avoid)
+        layout = memory_map(shape)[0]
+        window = layout["flag"]          # the buffers, from src to the end of the scales
+        if addr + window > FLAG_BASE:
             raise ValueError(f"{cfg.count} collectives of up to {cfg.max_size} bytes do not fit in "
                              f"the {MEM_SIZE >> 20} MiB memories; lower --count or --max-size")
-        flag = flag_base + 4 * k
-        desc = dict(op=Op.ALLREDUCE.value, dtype=DType[dtype.upper()].value,
-                    flag_mode=rng.choice(list(FlagMode)).value, sync=sync, participants=group,
-                    elements=elements, src_addr=src, dst_addr=dst, src_scale_addr=ssrc,
-                    dst_scale_addr=sdst, flag_addr=flag)
-        kind = None
+        flag = FLAG_BASE + 4 * k
+        desc = _descriptor(shape, layout, addr, flag_mode=rng.choice(list(FlagMode)).value,
+                           sync=sync, participants=sum(1 << i for i in members), flag_addr=flag)
         if fault == "decerr":
             # The input lies beyond the end of every participant's memory: reads answer DECERR.
             desc["src_addr"] = MEM_SIZE
         elif fault == "bad_desc":
-            # The kinds in turn, so that a soak with six or more bad descriptors tries each one.
-            kind = BAD_DESC_KINDS[sum(e["fault"] == "bad_desc" for e in expected) % len(BAD_DESC_KINDS)]
-            if kind == "misaligned":
-                # Flit-aligned but not page-aligned: its packets would cross 4 KB boundaries.
-                desc["dst_addr"] += 32 * rng.randint(1, 127)
-            elif kind == "zero_length":
-                desc["elements"] = 0
-            elif kind == "too_long":
-                desc["elements"] = isa.max_elements + 64
-            elif kind == "int8_partial_block":
-                desc.update(dtype=DType.INT8.value, elements=64 * max(1, elements // 64) + 32)
-            elif kind == "bad_dtype":
-                desc["dtype"] = 3
-            else:
-                desc["op"] = rng.choice((0, 7, 15))
-            assert check_descriptor(desc, isa), (kind, desc)
-        else:
-            assert not check_descriptor(desc, isa), check_descriptor(desc, isa)
+            _break(desc, kind, rng, isa, len(members))
+        reasons = check_descriptor(desc, isa)
+        assert bool(reasons) == (fault == "bad_desc"), (k, fault, kind, desc, reasons)
         generation[sync] += 1
-        data, scales = _inputs(rng, dtype, len(members), elements)
-        golden = numerics.allreduce(dtype, data, scales)
-        want, want_scales, want_status = golden.out_bytes, golden.scale_bytes, int(golden.status)
+        data, scales = (None, None) if shape.op == "barrier" else \
+            _inputs(rng, shape.dtype, len(members), shape.shards_in * shape.elements)
+        loads, want, status = _outcome(shape, layout, fault, data, scales)
         for j, i in enumerate(members):
-            if fault != "decerr":
-                images[i].append((desc["src_addr"], data[j].tobytes()))
-            if scales is not None:
-                images[i].append((ssrc, scales[j].tobytes()))
-        # Ordinary traffic: some participants write to another endpoint while the collective runs.
-        traffic = []
-        if rng.random() < cfg.traffic_rate:
-            for i in members:
-                dst_ep = rng.choice([e for e in range(n) if e != i])
-                if scratch_next[dst_ep] >= slots_per_dst:
-                    continue
-                length = 32 * rng.randint(1, 128)
-                slot = SCRATCH + 4096 * scratch_next[dst_ep]
-                traffic.append({"src": i, "dst": dst_ep, "addr": slot, "length": length,
-                                "seed": rng.getrandbits(16)})
-                if rng.random() < 0.3:
-                    # A second write to the same bytes right behind the first: the memory must end
-                    # with the second (order per source and class).
-                    traffic.append({"src": i, "dst": dst_ep, "addr": slot, "length": length,
-                                    "seed": rng.getrandbits(16), "overwrites": True})
-                scratch_next[dst_ep] += 1
+            images[i] += flit_loads(loads[j], window, isa.fabric.flit_bytes, base=addr)
+        traffic = _draw_traffic(cfg, rng, members, scratch_next)
         stalls = {i: rng.choice((0, 0, rng.randint(1, 400))) for i in members}
-        colls.append({"k": k, "batch_index": batch_index, "desc": desc, "members": members,
-                      "generation": generation[sync], "stalls": stalls, "traffic": traffic})
-        expected.append({"k": k, "dtype": dtype, "size": size, "fault": fault, "bad_kind": kind,
-                         "members": members, "in_place": in_place, "dst": dst, "sdst": sdst,
-                         "data_bytes": data_bytes, "scale_bytes": scale_bytes, "want": want,
-                         "want_scales": want_scales,
+        colls.append({"k": k, "batch_index": sync, "op": shape.op, "desc": desc,
+                      "members": members, "generation": generation[sync], "stalls": stalls,
+                      "traffic": traffic})
+        expected.append({"k": k, "op": shape.op, "dtype": shape.dtype, "size": shape.size,
+                         "root": shape.root, "in_place": shape.in_place, "fault": fault,
+                         "bad_kind": kind, "members": members, "window": (addr, addr + window),
+                         "buffers": {name: addr + layout[name] for name in
+                                     ("src", "dst", "src_scales", "dst_scales")},
+                         "inputs": dict(zip(members, loads)), "images": dict(zip(members, want)),
                          # Faults: the ERROR bit is required; with DECERR the data read is not
                          # the input, so other status bits are not predicted.
-                         "want_status": (want_status & DATA_FLAGS) if fault == "none" else
+                         "want_status": (status & DATA_FLAGS) if fault == "none" else
                                         FlagStatus.ERROR.value,
                          "generation": generation[sync], "flag": flag})
+        addr += window
     plan = {**cfg.hardware(), "collectives": colls, "sync_resources": isa.sync_resources,
             "timeout_cycles": 400_000}
     return plan, images, expected
+
+
+def expected_window(e, i):
+    """The bytes collective ``e`` (an entry of :func:`make_plan`'s ``expected``) must leave in
+    endpoint ``i``'s window, or None where they are not checked (a DECERR fault's members). A
+    non-participant's window stays zero."""
+    if i not in e["members"]:
+        return bytes(e["window"][1] - e["window"][0])
+    return e["images"][i]
 
 
 def run_soak(cfg, log=print):
@@ -254,61 +378,78 @@ def run_soak(cfg, log=print):
     return summary
 
 
-def verify(expected, plan, result, memories):
-    """Check every collective, isolation and ordinary traffic; return the summary."""
-    from ..hdl.endpoint.accelerator import pattern_bytes
+def _describe(e):
+    """``reduce int8 4096 B, root 2, in place``: what collective ``e`` was."""
+    text = "barrier" if e["op"] == "barrier" else f"{e['op']} {e['dtype']} {e['size']} B"
+    if e["op"] in ROOTED:
+        text += f", root {e['root']}"
+    if e["in_place"]:
+        text += ", in place"
+    if e["fault"] != "none":
+        text += f", {e['fault']}" + (f":{e['bad_kind']}" if e["bad_kind"] else "")
+    return text
+
+
+def _where(e, addr):
+    """``dst + 0x40``: the buffer of collective ``e`` that byte address ``addr`` lies in."""
+    name, base = max(((n, b) for n, b in e["buffers"].items() if b <= addr), key=lambda x: x[1])
+    return f"{name} + {addr - base:#x}"
+
+
+def _window_failure(e, i, got, want):
+    """The failure line for endpoint ``i``'s window ``got`` (bytes) that is not ``want``."""
+    a, b = np.frombuffer(got, np.uint8), np.frombuffer(want, np.uint8)
+    bad = np.flatnonzero(a != b)
+    at = e["window"][0] + int(bad[0])
+    return (f"collective {e['k']} ({_describe(e)}) endpoint {i}: {len(bad)} bytes differ from the "
+            f"golden model's image, first at {at:#x} ({_where(e, at)}): got {a[bad[:4]].tolist()}, "
+            f"want {b[bad[:4]].tolist()}")
+
+
+def _flag_good(e, word):
+    """Whether a member's flag ``word`` (None: never seen) is what collective ``e`` must leave:
+    the expected word exactly, or for DECERR the generation with ERROR among the status bits."""
     from ..hdl.codec import pack, unpack
     from ..hdl.isa import FlagStatus, flag_layout
-    n = len(memories)
+    if e["fault"] != "decerr":
+        return word == pack(flag_layout(), generation=e["generation"], status=e["want_status"])
+    if word is None:
+        return False
+    w = unpack(flag_layout(), word)
+    return w["generation"] == e["generation"] and bool(w["status"] & FlagStatus.ERROR.value)
+
+
+def _check_collective(e, flags, memories):
+    """The failures of collective ``e``: every member's flag (event and memory) and window, every
+    non-participant's flag and window untouched."""
+    from ..hdl.codec import pack
+    from ..hdl.isa import flag_layout
     failures = []
-    outcome = Counter()
-    isolation_checks = 0     # (collective, non-participant) pairs checked: the test asserts > 0
-    flags = {(int(k), int(i)): v for k, per in result["flags"].items() for i, v in per.items()}
-    for e in expected:
-        k = e["k"]
-        label = e["fault"] if e["fault"] != "bad_desc" else f"bad_desc:{e['bad_kind']}"
-        ok = True
-        for i in range(n):
-            mem = memories[i]
-            flag_word = int.from_bytes(mem[e["flag"]:e["flag"] + 4].tobytes(), "little")
-            if i in e["members"]:
-                seen = flags.get((k, i))
-                want_flag = pack(flag_layout(), generation=e["generation"], status=e["want_status"])
-                if e["fault"] == "decerr":
-                    def good(w):
-                        if w is None:
-                            return False
-                        w = unpack(flag_layout(), w)
-                        return (w["generation"] == e["generation"]
-                                and w["status"] & FlagStatus.ERROR.value)
-                else:
-                    good = lambda w: w == want_flag
-                if not (good(seen) and good(flag_word)):
-                    failures.append(f"collective {k} ({label}) endpoint {i}: flag {seen!r} in the "
-                                    f"event, {flag_word:#x} in memory, expected {want_flag:#x}")
-                    ok = False
-                got = mem[e["dst"]:e["dst"] + e["data_bytes"]].tobytes()
-                if e["fault"] == "none":
-                    if got != e["want"]:
-                        failures.append(f"collective {k} ({e['dtype']} {e['size']} B) endpoint {i}: "
-                                        f"result differs from the golden model")
-                        ok = False
-                    if e["want_scales"] is not None and \
-                            mem[e["sdst"]:e["sdst"] + e["scale_bytes"]].tobytes() != e["want_scales"]:
-                        failures.append(f"collective {k} endpoint {i}: result scales differ")
-                        ok = False
-                elif e["fault"] == "bad_desc" and not e["in_place"] and any(got):
-                    failures.append(f"collective {k} ({label}) endpoint {i}: the result buffer was "
-                                    f"written although the descriptor is bad")
-                    ok = False
-            else:
-                # Isolation: a non-participant's flag and result buffer are never touched.
-                isolation_checks += 1
-                if flag_word or (not e["in_place"] and any(mem[e["dst"]:e["dst"] + e["data_bytes"]])):
-                    failures.append(f"collective {k} wrote to non-participant {i}")
-                    ok = False
-        outcome[(label, "ok" if ok else "FAILED")] += 1
-    traffic_ok = traffic_bad = 0
+    lo, hi = e["window"]
+    for i, mem in enumerate(memories):
+        flag_word = int.from_bytes(mem[e["flag"]:e["flag"] + 4].tobytes(), "little")
+        got = mem[lo:hi].tobytes()
+        want = expected_window(e, i)
+        if i not in e["members"]:
+            # Isolation: a non-participant's flag and buffers are never touched.
+            if flag_word or got != want:
+                failures.append(f"collective {e['k']} wrote to non-participant {i}")
+            continue
+        seen = flags.get((e["k"], i))
+        if not (_flag_good(e, seen) and _flag_good(e, flag_word)):
+            want_flag = pack(flag_layout(), generation=e["generation"], status=e["want_status"])
+            failures.append(f"collective {e['k']} ({_describe(e)}) endpoint {i}: flag {seen!r} in "
+                            f"the event, {flag_word:#x} in memory, expected {want_flag:#x}")
+        if want is not None and got != want:
+            failures.append(_window_failure(e, i, got, want))
+    return failures
+
+
+def _check_traffic(plan, memories):
+    """``(intact, corrupted, failures)`` of the ordinary writes."""
+    from ..hdl.endpoint.accelerator import pattern_bytes
+    ok = bad = 0
+    failures = []
     for c in plan["collectives"]:
         for n_t, t in enumerate(c["traffic"]):
             later = c["traffic"][n_t + 1] if n_t + 1 < len(c["traffic"]) else None
@@ -317,14 +458,43 @@ def verify(expected, plan, result, memories):
                 continue        # overwritten by the next write: only that one must be there
             got = memories[t["dst"]][t["addr"]:t["addr"] + t["length"]].tobytes()
             if got == pattern_bytes(t["seed"], t["length"]):
-                traffic_ok += 1
+                ok += 1
             else:
-                traffic_bad += 1
+                bad += 1
                 failures.append(f"ordinary write {t['src']} -> {t['dst']} at {t['addr']:#x} "
                                 f"({t['length']} B, collective {c['k']}) arrived corrupted")
+    return ok, bad, failures
+
+
+def _table(outcome):
+    """``{label: {"ok": n, "FAILED": m}}`` from a Counter of ``(label, verdict)``."""
     table = {}
-    for (label, verdict), count in sorted(outcome.items()):
+    for (label, verdict), count in outcome.items():
         table.setdefault(label, {"ok": 0, "FAILED": 0})[verdict] += count
-    return {"passed": not failures, "outcomes": table, "ordinary_writes": traffic_ok + traffic_bad,
-            "ordinary_writes_intact": traffic_ok, "isolation_checks": isolation_checks,
-            "failures": failures[:50]}
+    return table
+
+
+def verify(expected, plan, result, memories):
+    """Check every collective, isolation and ordinary traffic; return the summary: ``passed``,
+    ``outcomes`` (per fault class), ``ops`` (per operation), the ordinary writes, the isolation
+    checks and the first 50 failures (docs/CLI.md)."""
+    n = len(memories)
+    failures = []
+    by_class, by_op = Counter(), Counter()
+    isolation_checks = 0     # (collective, non-participant) pairs checked: the test asserts > 0
+    flags = {(int(k), int(i)): v for k, per in result["flags"].items() for i, v in per.items()}
+    for e in expected:
+        label = e["fault"] if e["fault"] != "bad_desc" else f"bad_desc:{e['bad_kind']}"
+        found = _check_collective(e, flags, memories)
+        failures += found
+        isolation_checks += n - len(e["members"])
+        verdict = "FAILED" if found else "ok"
+        by_class[(label, verdict)] += 1
+        by_op[(e["op"], verdict)] += 1
+    traffic_ok, traffic_bad, traffic_failures = _check_traffic(plan, memories)
+    failures += traffic_failures
+    ops = _table(by_op)
+    return {"passed": not failures, "outcomes": dict(sorted(_table(by_class).items())),
+            "ops": {op: ops[op] for op in OPS if op in ops},
+            "ordinary_writes": traffic_ok + traffic_bad, "ordinary_writes_intact": traffic_ok,
+            "isolation_checks": isolation_checks, "failures": failures[:50]}

@@ -1,4 +1,4 @@
-"""Hop-by-hop trace of one All-Reduce: where a small message's cycles go.
+"""Hop-by-hop trace of one collective: where a small message's cycles go.
 
 :func:`trace_packets` runs inside the simulator (Icarus: it reads signals inside the hierarchy,
 which the Verilator builds do not expose) and stamps every packet header crossing four boundaries
@@ -22,7 +22,7 @@ from ..hdl.packet import MsgClass, Opcode
 from .testbench.traffic import flit_data, is_last
 
 
-__all__ = ["trace_packets", "hops", "HOP_NAMES"]
+__all__ = ["trace_packets", "hops", "HOP_NAMES", "BARRIER_HOP_NAMES"]
 
 
 def _int(handle):
@@ -55,11 +55,14 @@ async def trace_packets(dut, params, records):
                 # No ready: an always-ready stream.
                 streams.append((i, where, c, valid, handle(parent, f"{prefix}__ready"),
                                 handle(parent, f"{prefix}__payload")))
-    axi = []
+    axi, r_payload = [], []
     for i in range(n):
         mem = getattr(dut, f"ep{i}").memory
         for ch in ("ar", "r", "aw", "b"):
             axi.append((i, ch, getattr(mem, f"axi__{ch}__valid"), getattr(mem, f"axi__{ch}__ready")))
+        # R's `last` is the top bit of its payload (the last field of AxiParams.r_layout).
+        r_payload.append(mem.axi__r__payload)
+    r_last_bit = [len(h.value) - 1 for h in r_payload]
     clock = dut.ep0.accelerator.cycle
     head = {id(s[3]): True for s in streams}      # the next flit of this stream is a header
     r_first = [True] * n
@@ -80,15 +83,12 @@ async def trace_packets(dut, params, records):
         for i, ch, valid, ready in axi:
             if _int(valid) and _int(ready):
                 if ch == "r":
+                    # R beats: the first of each burst (bursts are answered in order here).
                     if r_first[i]:
                         records.append((now, i, "r", -1, 0, "head"))
-                    # R beats: the first of each burst (rlast is not probed; a burst of a small
-                    # read is one packet, so the first beat after an AR is what matters).
-                    r_first[i] = False
+                    r_first[i] = bool(_int(r_payload[i]) >> r_last_bit[i] & 1)
                 else:
                     records.append((now, i, ch, -1, 0, "head"))
-                    if ch == "ar":
-                        r_first[i] = True
 
 
 #: The hops of one All-Reduce's critical path, in order: (name, what it covers).
@@ -109,48 +109,92 @@ HOP_NAMES = (
     ("commit + poll", "flag at the endpoint -> AXI write -> the accelerator's poll sees it"),
 )
 
+#: The hops of a barrier: no data, only the arrivals and the flags.
+BARRIER_HOP_NAMES = (
+    HOP_NAMES[0],
+    ("barrier + flag", "ISA: barrier complete -> wave controller -> write-back -> flag WRITE "
+                       "header out"),
+    ("flag", "flag WRITE: ISA -> switch port -> link -> transport -> endpoint, its last flit"),
+    HOP_NAMES[-1],
+)
 
-def hops(records, ports, start, end, one_way, mem_latency, payload_flits):
-    """The critical path of one All-Reduce as a list of dicts ``{hop, cycles, floor, covers,
-    port}``, for a message of one packet per participant (up to 4 KiB).
 
-    ``ports`` are the participants; ``start`` and ``end`` the All-Reduce's first and last cycles
+def hops(records, ports, start, end, one_way, mem_latency, payload_flits, barrier=False):
+    """The critical path of one collective as a list of dicts ``{hop, cycles, floor, covers,
+    port}``: :data:`HOP_NAMES` for an operation that moves data, :data:`BARRIER_HOP_NAMES` for a
+    barrier (``barrier=True``).
+
+    ``ports`` are the participants; ``start`` and ``end`` the collective's first and last cycles
     (the last arrival write leaves its endpoint; the last flag is seen). The path follows the last
-    arrival to reach the ISA, then the participant whose read data reached the ISA last (it gates
-    the reduction), then the participant whose flag was seen last. The floor of a hop is what the
-    latency model makes unavoidable: ``one_way`` for each crossing, ``mem_latency`` for the read,
-    the ``payload_flits`` of the read response behind its header, and one cycle for the flag behind
-    the data; the sum is the "hop floor" of ``docs/PERFORMANCE.md``. Other hops have a floor of 0:
-    their cycles are the RTL's own.
+    arrival to reach the ISA; then back from the last result data to reach an endpoint (``pw``)
+    to the read response that reached the ISA last before that data left it (``pr``, the one that
+    gates it), and from that response to its own ``READ`` (the ``k``-th of that port: reads are
+    answered in order); then the flag seen last (``pf``). With one packet per participant (an
+    All-Reduce of up to 4 KiB) that is the participant whose data reached the ISA last; with
+    several (ReduceScatter, AllGather: one per phase) it is the last phase's.
+
+    The floor of a hop is what the latency model makes unavoidable for *that packet*:
+    ``one_way`` for each crossing, ``mem_latency`` for the read, the ``payload_flits`` of the read
+    response behind its header, and one cycle for the flag behind the data; the sum is the "hop
+    floor" of ``docs/PERFORMANCE.md``. Other hops have a floor of 0: their cycles are the RTL's
+    own (or, with several packets per link, the others' serialisation, which the caller accounts
+    for apart).
     """
+    def matching(port, where, cls, opcode, kind):
+        return [cycle for cycle, i, w, c, op, k in records
+                if i == port and w == where and k == kind and (cls is None or c == cls)
+                and (opcode is None or op == opcode)]
+
     def at(port, where, cls, opcode, after, kind="head"):
-        for cycle, i, w, c, op, k in records:
-            if i == port and w == where and k == kind and (cls is None or c == cls) and \
-                    (opcode is None or op == opcode) and cycle >= after:
+        for cycle in matching(port, where, cls, opcode, kind):
+            if cycle >= after:
                 return cycle
         raise ValueError(f"no {kind} on {where} (opcode {opcode}) at port {port} after cycle {after}")
 
+    def nth(port, where, cls, opcode, after, k, kind="head"):
+        found = [c for c in matching(port, where, cls, opcode, kind) if c >= after]
+        if len(found) <= k:
+            raise ValueError(f"fewer than {k + 1} {kind}s on {where} (opcode {opcode}) at port "
+                             f"{port} after cycle {after}")
+        return found[k]
+
+    def last(port, where, cls, opcode, before, kind="tail"):
+        found = [c for c in matching(port, where, cls, opcode, kind) if c <= before]
+        return found[-1] if found else None
+
     req, write, rdata = MsgClass.REQ.value, MsgClass.WRITE.value, MsgClass.RDATA.value
+    WRITE, READ, READ_RESP = Opcode.WRITE.value, Opcode.READ.value, Opcode.READ_RESP.value
     arrival = {p: at(p, "isa_rx", req, Opcode.ATOMIC_ADD.value, start) for p in ports}
     t1 = max(arrival.values())
-    resp = {p: at(p, "isa_rx", rdata, Opcode.READ_RESP.value, t1, "tail") for p in ports}
-    pr = max(ports, key=lambda p: resp[p])
-    t = [start, t1]
-    t.append(at(pr, "isa_tx", req, Opcode.READ.value, t1))
-    t.append(at(pr, "ep_rx", req, Opcode.READ.value, t[-1]))
-    t.append(at(pr, "ar", None, None, t[-1]))
-    t.append(at(pr, "r", None, None, t[-1]))
-    t.append(at(pr, "ep_tx", rdata, Opcode.READ_RESP.value, t[-1]))
-    t.append(resp[pr])
-    # The result's tail at the endpoint, then the flag packet's tail (the next WRITE).
-    data_tail = {p: at(p, "ep_rx", write, Opcode.WRITE.value, t[-1], "tail") for p in ports}
-    flag = {p: at(p, "ep_rx", write, Opcode.WRITE.value, data_tail[p] + 1, "tail") for p in ports}
+    pa = max(arrival, key=arrival.get)
+    # Each participant's flag is its last WRITE; its data, if the operation gives it any, the
+    # WRITE before.
+    flag = {p: last(p, "ep_rx", write, WRITE, end) for p in ports}
     pf = max(ports, key=lambda p: flag[p])
-    t.append(at(pf, "isa_tx", write, Opcode.WRITE.value, t[-1], "tail"))
-    t.append(data_tail[pf])
-    t.append(flag[pf])
-    t.append(end)
-    floors = [one_way, 0, one_way, 0, mem_latency, 0, one_way + payload_flits, 0, one_way, 1, 0]
-    who = [max(arrival, key=arrival.get), None] + [pr] * 6 + [pf] * 3
+    if barrier:
+        t = [start, t1, at(pf, "isa_tx", write, WRITE, t1), flag[pf], end]
+        floors = [one_way, 0, one_way + 1, 0]
+        who = [pa, None, pf, pf]
+        names = BARRIER_HOP_NAMES
+    else:
+        data = {p: last(p, "ep_rx", write, WRITE, flag[p] - 1) for p in ports}
+        data = {p: c for p, c in data.items() if c is not None and c > t1}
+        pw = max(data, key=data.get)
+        # The ISA's k-th WRITE to that port is the k-th to reach it (one path, in order).
+        kw = len([c for c in matching(pw, "ep_rx", write, WRITE, "tail") if t1 < c <= data[pw]]) - 1
+        out = nth(pw, "isa_tx", write, WRITE, t1, kw, "tail")
+        # The read response that gates that write: the last to reach the ISA before it left.
+        resp = {p: last(p, "isa_rx", rdata, READ_RESP, out) for p in ports}
+        resp = {p: c for p, c in resp.items() if c is not None and c > t1}
+        pr = max(resp, key=resp.get)
+        k = len([c for c in matching(pr, "isa_rx", rdata, READ_RESP, "tail") if t1 < c <= resp[pr]]) - 1
+        t = [start, t1]
+        for where, cls, opcode in (("isa_tx", req, READ), ("ep_rx", req, READ), ("ar", None, None),
+                                   ("r", None, None), ("ep_tx", rdata, READ_RESP)):
+            t.append(nth(pr, where, cls, opcode, t1, k))
+        t += [resp[pr], out, data[pw], flag[pf], end]
+        floors = [one_way, 0, one_way, 0, mem_latency, 0, one_way + payload_flits, 0, one_way, 1, 0]
+        who = [pa, None] + [pr] * 6 + [pw, pw, pf]
+        names = HOP_NAMES
     return [{"hop": name, "cycles": b - a, "floor": fl, "covers": covers, "port": w}
-            for (name, covers), a, b, fl, w in zip(HOP_NAMES, t, t[1:], floors, who)]
+            for (name, covers), a, b, fl, w in zip(names, t, t[1:], floors, who)]

@@ -161,7 +161,8 @@ def test_current_commit(tmp_path):
     (["collective", "--op", "reduce-scatter", "--size", "48B"],
      "REDUCE_SCATTER shard of 24 elements is not a whole number of 32-byte flits"),
     (["collective", "--op", "barrier", "--in-place"], "a barrier moves no data"),
-    (["collective", "--op", "reduce", "--trace", "--sim", "icarus"], "trace breaks down an All-Reduce only"),
+    (["collective", "--op", "allgather", "--size", "2KiB", "--trace", "--sim", "icarus"],
+     "buffers are at most 4 KiB per rank"),
 ])
 def test_bad_parameters_give_one_line_errors(argv, message, capsys):
     assert main(argv) == 2
@@ -284,6 +285,26 @@ def test_collective_json_and_save(tmp_path):
         assert (out_i == np.concatenate(ins)).all()
 
 
+def test_reduce_scatter_trace_follows_the_last_shard():
+    """`--trace` of an operation with several packets per link (ReduceScatter: N shards up each
+    one): the hops still add up to the latency, none beats its one-packet floor, and the path
+    ends at the rank the last phase writes (rank 3)."""
+    from scin.sim.runner import have_icarus
+    from scin.sim.trace import HOP_NAMES
+    if not have_icarus():
+        pytest.skip("Icarus Verilog is not installed (apt-get install iverilog)")
+    code, out, err = run("collective", "--op", "reduce-scatter", "--sim", "icarus", "--size", "64B",
+                         "--trace", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    hops = report["hops"]
+    assert [h["hop"] for h in hops] == [name for name, _ in HOP_NAMES]
+    assert sum(h["cycles"] for h in hops) == report["cycles"]
+    assert sum(h["floor"] for h in hops) == 4 * 90 + 40 + 2 + 1
+    assert all(h["cycles"] >= h["floor"] for h in hops), hops
+    assert {h["hop"]: h["port"] for h in hops}["result write"] == 3
+
+
 def test_allreduce_trace_breaks_the_latency_down_hop_by_hop():
     """`--trace`: the hops add up to the measured latency, their floors to the hop floor of the
     latency model (4 one-way trips + memory + one packet), and no hop beats its floor."""
@@ -312,3 +333,42 @@ def test_bench_dry_run_lists_the_sweep_and_rejects_bad_parts():
     assert len(lines) == 4 and lines[0].startswith("[1/4]") and "'outstanding': 16" in lines[-1]
     code, _, err = run("bench", "--parts", "speed")
     assert code == 2 and "unknown part(s) speed" in err
+
+
+def test_bench_op_part_lists_every_case_and_its_hop_trace():
+    code, out, err = run("bench", "--dry-run", "--parts", "op", "--ops",
+                         "allgather:in-place,reduce,barrier", "--op-sizes", "64B,1MiB", "--root", "2")
+    assert code == 0, err
+    lines = out.splitlines()
+    # Two sizes of each data op, one barrier, then one hop trace per case.
+    assert [line.split("]")[0] for line in lines] == [f"[{k}/5" for k in range(1, 6)] + \
+        [f"[hops {k}/3" for k in range(1, 4)]
+    assert "'op': 'allgather', 'in_place': True" in lines[0] and "'root': 2" in lines[2]
+    assert lines[5].endswith("allgather:in-place 64 B, icarus, traced")
+    assert "reduce (root 2)" in lines[6]
+    for bad in ("allgather:inplace", "scan", "barrier:in-place"):
+        code, _, err = run("bench", "--dry-run", "--parts", "op", "--ops", bad)
+        assert code == 2 and f"--ops: {bad!r} is not an operation" in err, err
+
+
+def test_bench_efficiency_is_against_each_operations_bound():
+    from scin.scripts.bench import efficiency
+    from scin.sim.allreduce import CollectiveConfig
+    assert efficiency(CollectiveConfig(size=1 << 20), 33718) == (1 << 20) / (33718 * 32)
+    assert efficiency(CollectiveConfig(op="reduce-scatter", size=1 << 18), 33718) == \
+        (1 << 20) / (33718 * 32)
+    assert efficiency(CollectiveConfig(op="allgather", in_place=True, size=1 << 18), 100) == \
+        3 * (1 << 18) / (100 * 32)
+    assert efficiency(CollectiveConfig(op="barrier"), 197) is None
+
+
+def test_bench_reads_a_csv_from_before_the_op_axis_as_allreduce_rows(tmp_path):
+    from scin.scripts.bench import read_csv, merge_rows
+    path = tmp_path / "bench.csv"
+    path.write_text("part,dtype,size,endpoints,capacity,waves,cycles\nsize,fp16,64,4,32768,8,442\n")
+    old = read_csv(path)
+    assert old[0]["op"] == "allreduce" and old[0]["in_place"] == 0 and old[0]["cycles"] == 442
+    new = [dict(old[0], part="op", cycles=442), dict(old[0], cycles=441)]
+    merged = merge_rows(old, new)
+    # The size row is redone by the new size row; the op row is a row of its own.
+    assert [(r["part"], r["cycles"]) for r in merged] == [("size", 441), ("op", 442)]

@@ -1,7 +1,9 @@
 """The randomised soak (`scin soak`): a short one on each simulator, plus its plan and its options.
 
-The soak's own checks are the test: every good collective bit-exact, every fault flagged ERROR,
-every non-participant untouched, every ordinary write intact (sim/soak.py).
+The soak's own checks are the test: every good collective of every operation bit-exact over its
+whole buffers, every fault flagged ERROR, every non-participant untouched, every ordinary write
+intact (sim/soak.py). The checker is tested too: a perfect run passes, and a byte written where
+the operation gives a rank nothing fails it.
 """
 
 import json
@@ -10,7 +12,9 @@ import sys
 
 import pytest
 
-from scin.sim.soak import SoakConfig, make_plan, verify
+from scin.sim import numerics
+from scin.sim.soak import (SoakConfig, make_plan, verify, expected_window, OPS,
+                           BAD_DESC_KINDS, FAULT_OPS)
 
 
 def run(*argv):
@@ -19,24 +23,31 @@ def run(*argv):
     return result.returncode, result.stdout, result.stderr
 
 
-@pytest.mark.parametrize("sim, count, max_size", [
-    ("verilator", 24, "32KiB"),
+@pytest.mark.parametrize("sim, count, max_size, seed, ops", [
+    # Seed 64 draws every operation good, each data operation in place too, a Broadcast from
+    # root 2 and a Reduce to root 1, DECERR and four kinds of bad descriptor (misaligned, root
+    # not a rank, zero length, shard not whole flits).
+    pytest.param("verilator", 24, "32KiB", 64, set(OPS), id="verilator-24-32KiB"),
     # Icarus is about 50x slower on the system: fewer and smaller collectives (6 of them took
-    # 353 s on the 2-core CI machine). With seed 3 these three still mix dtypes, a DECERR fault
-    # and groups that leave endpoints out (the isolation check).
-    ("icarus", 3, "2KiB"),
+    # 353 s on the 2-core CI machine). With seed 4 these three still mix the dtypes and the ops (a
+    # Broadcast from root 1, an in-place ReduceScatter, a DECERR fault) with groups that leave
+    # endpoints out (the isolation check).
+    pytest.param("icarus", 3, "2KiB", 4, {"broadcast", "allreduce", "reduce-scatter"},
+                 id="icarus-3-2KiB"),
 ])
-def test_soak_short(sim, count, max_size):
+def test_soak_short(sim, count, max_size, seed, ops):
     from scin.sim.runner import have_icarus
     if sim == "icarus" and not have_icarus():
         pytest.skip("Icarus Verilog is not installed (apt-get install iverilog)")
-    code, out, err = run("--count", str(count), "--seed", "3", "--sim", sim, "--max-size", max_size,
-                         "--fault-rate", "0.3", "--json")
+    code, out, err = run("--count", str(count), "--seed", str(seed), "--sim", sim,
+                         "--max-size", max_size, "--fault-rate", "0.3", "--json")
     assert code in (0, 1), err[-3000:]
     summary = json.loads(out)
-    print(json.dumps({k: summary[k] for k in ("outcomes", "ordinary_writes", "cycles", "wall_seconds")}))
+    print(json.dumps({k: summary[k] for k in ("outcomes", "ops", "ordinary_writes", "cycles",
+                                              "wall_seconds")}))
     assert summary["passed"], summary["failures"]
     assert sum(c["ok"] for c in summary["outcomes"].values()) == count
+    assert sum(c["ok"] for c in summary["ops"].values()) == count and set(summary["ops"]) == ops
     assert summary["counters"]["collectives"] >= count
     # The isolation check ran: some collective left an endpoint out, and its memory was looked at.
     assert summary["isolation_checks"] > 0, summary
@@ -51,66 +62,194 @@ def test_two_groups_of_four_on_eight_ports():
                          "--max-size", "16KiB", "--json")
     assert code in (0, 1), err[-3000:]
     summary = json.loads(out)
-    print(json.dumps({k: summary[k] for k in ("outcomes", "ordinary_writes", "cycles", "wall_seconds")}))
+    print(json.dumps({k: summary[k] for k in ("outcomes", "ops", "ordinary_writes", "cycles",
+                                              "wall_seconds")}))
     assert summary["passed"], summary["failures"]
     assert sum(c["ok"] for c in summary["outcomes"].values()) == 16
     # Each of the 16 collectives leaves the other group's four endpoints out.
     assert summary["isolation_checks"] == 16 * 4, summary
+    # The two groups ran different operations side by side: the plan the run drew (the CLI's
+    # defaults are SoakConfig's) pairs collective 2m on {0-3} with 2m + 1 on {4-7}.
+    expected = make_plan(SoakConfig(count=16, seed=5, endpoints=8, groups="halves",
+                                    max_size=16 << 10))[2]
+    pairs = [(a["op"], b["op"]) for a, b in zip(expected[::2], expected[1::2])]
+    assert all(a != b for a, b in pairs), pairs
+    assert sum(c["ok"] for c in summary["ops"].values()) == 16 and len(summary["ops"]) >= 4, summary
 
 
 def test_plan_is_seeded_and_mixes_classes():
-    a = make_plan(SoakConfig(count=40, seed=9))
-    b = make_plan(SoakConfig(count=40, seed=9))
+    cfg = SoakConfig(count=60, seed=9, max_size=16 << 10)
+    a, b = make_plan(cfg), make_plan(cfg)
     assert json.dumps(a[0], sort_keys=True) == json.dumps(b[0], sort_keys=True)
     faults = {e["fault"] for e in a[2]}
     assert faults == {"none", "decerr", "bad_desc"}
     assert {e["dtype"] for e in a[2]} == {"fp16", "bf16", "int8"}
+    # Every operation, every data operation in place and not, roots other than 0.
+    assert {e["op"] for e in a[2]} == set(OPS)
+    assert {(e["op"], e["in_place"]) for e in a[2] if e["op"] != "barrier"} == \
+        {(op, p) for op in numerics.OPS for p in (False, True)}
+    assert any(e["root"] for e in a[2] if e["op"] in ("broadcast", "reduce"))
+    assert all(e["root"] == 0 for e in a[2] if e["op"] not in ("broadcast", "reduce"))
     assert any(len(e["members"]) < 4 for e in a[2]) and any(c["traffic"] for c in a[0]["collectives"])
     assert any(t.get("overwrites") for c in a[0]["collectives"] for t in c["traffic"])
     halves = make_plan(SoakConfig(count=6, seed=9, endpoints=8, groups="halves"))[2]
     assert [e["members"] for e in halves] == [[0, 1, 2, 3], [4, 5, 6, 7]] * 3
+    # The two groups' concurrent collectives (2m and 2m + 1) are different operations.
+    halves = make_plan(SoakConfig(count=40, seed=9, endpoints=8, groups="halves",
+                                  max_size=8 << 10))[2]
+    assert all(x["op"] != y["op"] for x, y in zip(halves[::2], halves[1::2]))
 
 
-def _perfect_run(expected):
-    """Memories and flags as a correct run of ``expected`` leaves them."""
+def test_plan_sizes_and_buffers_follow_the_isa():
+    """Shards of whole flits (INT8: whole blocks), ReduceScatter and AllGather buffers within
+    max_size, in place with the scales in place, and every collective's window after the last."""
+    from scin.hdl.isa import Op
+    plan, _, expected = make_plan(SoakConfig(count=60, seed=4, max_size=8 << 10, fault_rate=0))
+    end = 0
+    for c, e in zip(plan["collectives"], expected):
+        d, n = c["desc"], len(e["members"])
+        assert Op(d["op"]).name.lower().replace("_", "-") == e["op"] and d["root"] == e["root"]
+        nbytes = d["elements"] * (1 if e["dtype"] == "int8" else 2)
+        if e["dtype"] == "int8":
+            assert d["elements"] % 64 == 0
+        if e["op"] in ("reduce-scatter", "allgather"):
+            assert nbytes % 32 == 0 and n * e["size"] <= 8 << 10, e
+        assert (d["src_addr"] == d["dst_addr"]) == e["in_place"] == \
+            (d["src_scale_addr"] == d["dst_scale_addr"])
+        assert e["window"][0] == end and d["src_addr"] == end
+        end = e["window"][1]
+
+
+def test_every_bad_descriptor_kind_is_drawn_with_an_op_it_spoils():
+    """The kinds in turn, each with an operation it applies to, and each a descriptor the ISA's
+    check refuses (make_plan asserts that too); barriers get the kinds that spoil a barrier."""
+    from scin.hdl.isa import check_descriptor
+    from scin.sim.allreduce import plan_params
+    plan, _, expected = make_plan(SoakConfig(count=60, seed=19, fault_rate=1, max_size=4 << 10))
+    isa = plan_params(plan).isa
+    bad = [(c, e) for c, e in zip(plan["collectives"], expected) if e["fault"] == "bad_desc"]
+    assert [e["bad_kind"] for _, e in bad] == \
+        [BAD_DESC_KINDS[j % len(BAD_DESC_KINDS)] for j in range(len(bad))]
+    assert len(bad) >= 2 * len(BAD_DESC_KINDS), len(bad)
+    for c, e in bad:
+        assert e["op"] in FAULT_OPS.get(e["bad_kind"], numerics.OPS), e
+        assert check_descriptor(c["desc"], isa), (e["bad_kind"], c["desc"])
+    assert all(e["op"] != "barrier" for e in expected if e["fault"] == "decerr")
+    # Seed 19 spoils a barrier both ways a barrier can be spoilt.
+    assert {e["bad_kind"] for e in expected if e["op"] == "barrier"} == {"absent_port", "bad_op"}
+
+
+def test_images_load_whole_flits_with_every_input_at_its_place():
+    """The load images are whole flits at flit addresses (the loader's unit), and loading them
+    leaves each member's window with exactly its inputs, also where two ranks' regions share a
+    flit: an in-place INT8 AllGather's 4-byte scale shards (seed 3 draws one of 4 ranks, 128 B)."""
+    import numpy as np
+    plan, images, expected = make_plan(SoakConfig(count=40, seed=3, max_size=8 << 10))
+    assert any(e["op"] == "allgather" and e["in_place"] and e["dtype"] == "int8"
+               and e["size"] == 128 and len(e["members"]) == 4 for e in expected)
+    for i in range(4):
+        mem = np.zeros(4 << 20, np.uint8)
+        for addr, raw in images[i]:
+            assert addr % 32 == 0 and len(raw) % 32 == 0, (addr, len(raw))
+            mem[addr:addr + len(raw)] = np.frombuffer(raw, np.uint8)
+        for e in expected:
+            lo, hi = e["window"]
+            want = bytearray(hi - lo)
+            for a, raw in e["inputs"].get(i, []):
+                want[a:a + len(raw)] = raw
+            assert mem[lo:hi].tobytes() == bytes(want), (e["k"], i)
+
+
+def _perfect_run(expected, n=4):
+    """Memories and flags as a correct run of ``expected`` leaves them (DECERR windows: zero)."""
     import numpy as np
     from scin.hdl.codec import pack
     from scin.hdl.isa import flag_layout
-    mem = [np.zeros(4 << 20, np.uint8) for _ in range(4)]
+    mem = [np.zeros(4 << 20, np.uint8) for _ in range(n)]
     flags = {}
     for e in expected:
+        lo, hi = e["window"]
         for i in e["members"]:
-            mem[i][e["dst"]:e["dst"] + e["data_bytes"]] = np.frombuffer(e["want"], np.uint8)
-            if e["want_scales"] is not None:
-                mem[i][e["sdst"]:e["sdst"] + e["scale_bytes"]] = np.frombuffer(e["want_scales"], np.uint8)
+            image = expected_window(e, i)
+            if image is not None:
+                mem[i][lo:hi] = np.frombuffer(image, np.uint8)
             word = pack(flag_layout(), generation=e["generation"], status=e["want_status"])
             mem[i][e["flag"]:e["flag"] + 4] = np.frombuffer(word.to_bytes(4, "little"), np.uint8)
             flags.setdefault(str(e["k"]), {})[str(i)] = word
     return mem, {"flags": flags}
 
 
-def test_verify_catches_a_wrong_result_and_a_touched_non_participant():
-    """The checker itself can fail: corrupt one byte of a result, and write to a non-member's flag
-    and result buffer (the plan's seed is chosen so that a collective leaves an endpoint out)."""
-    plan, images, expected = make_plan(SoakConfig(count=3, seed=2, fault_rate=0, traffic_rate=0))
+def _first(expected, op, in_place=False):
+    return next(e for e in expected if e["op"] == op and e["in_place"] == in_place)
+
+
+def test_verify_catches_a_wrong_result_and_bytes_where_a_rank_gets_nothing():
+    """The checker itself can fail: corrupt one byte of a result; write one byte into a Reduce's
+    non-root destination and past a ReduceScatter rank's shard (the operation gives them nothing);
+    write to a non-member's flag and buffers (the plan's seed is chosen so that it has those
+    collectives and one that leaves an endpoint out)."""
+    plan, images, expected = make_plan(SoakConfig(count=10, seed=2, fault_rate=0, traffic_rate=0))
     mem, result = _perfect_run(expected)
     summary = verify(expected, plan, result, mem)
     assert summary["passed"], summary["failures"]
-    e = expected[0]
-    mem[e["members"][0]][e["dst"]] ^= 1
-    outcome = verify(expected, plan, result, mem)
-    assert not outcome["passed"] and "differs from the golden model" in outcome["failures"][0]
-    mem[e["members"][0]][e["dst"]] ^= 1
+    assert sum(c["ok"] for c in summary["ops"].values()) == len(expected)
+
+    def fails_at(i, addr, what):
+        old = mem[i][addr]
+        mem[i][addr] ^= 0x5A
+        failures = verify(expected, plan, result, mem)["failures"]
+        mem[i][addr] = old
+        assert len(failures) == 1 and f"endpoint {i}: 1 bytes differ from the golden model's " \
+            f"image, first at {addr:#x} ({what})" in failures[0], failures
+        return failures[0]
+
+    e = _first(expected, "allreduce")
+    fails_at(e["members"][0], e["buffers"]["dst"], "dst + 0x0")
+    e = _first(expected, "reduce")
+    non_root = e["members"][(e["root"] + 1) % len(e["members"])]
+    assert "reduce" in fails_at(non_root, e["buffers"]["dst"] + 6, "dst + 0x6")
+    e = _first(expected, "reduce-scatter")
+    shard = e["size"] // (2 if e["dtype"] == "int8" else 1)
+    fails_at(e["members"][-1], e["buffers"]["dst"] + shard, f"dst + {shard:#x}")
+
     partial = [e for e in expected if len(e["members"]) < 4]
     assert partial, "the plan must have a collective with a non-participant (pick another seed)"
     assert summary["isolation_checks"] == sum(4 - len(e["members"]) for e in expected) > 0
     e = partial[0]
     outsider = next(i for i in range(4) if i not in e["members"])
-    for where in (e["flag"], e["dst"]):
+    for where in (e["flag"], e["buffers"]["dst"], e["window"][1] - 1):
         mem[outsider][where] = 1
         failures = verify(expected, plan, result, mem)["failures"]
         assert failures == [f"collective {e['k']} wrote to non-participant {outsider}"], failures
         mem[outsider][where] = 0
+
+
+def test_verify_bad_descriptor_leaves_inputs_only_and_barrier_flags():
+    """A bad descriptor's window must hold its inputs and nothing else, and a barrier's flag its
+    generation with OK status."""
+    from scin.hdl.codec import pack
+    from scin.hdl.isa import FlagStatus, flag_layout
+    plan, images, expected = make_plan(SoakConfig(count=60, seed=6, fault_rate=1, traffic_rate=0,
+                                                  max_size=4 << 10))
+    mem, result = _perfect_run(expected)
+    assert verify(expected, plan, result, mem)["passed"]
+    e = next(e for e in expected if e["bad_kind"] == "root_not_a_rank" and not e["in_place"])
+    i = e["members"][0]
+    mem[i][e["buffers"]["dst"]] = 1
+    failures = verify(expected, plan, result, mem)["failures"]
+    assert len(failures) == 1 and "root_not_a_rank" in failures[0], failures
+    mem[i][e["buffers"]["dst"]] = 0
+    plan, images, expected = make_plan(SoakConfig(count=60, seed=9, max_size=16 << 10,
+                                                  traffic_rate=0))
+    mem, result = _perfect_run(expected)
+    e = next(e for e in expected if e["op"] == "barrier" and e["fault"] == "none")
+    assert e["want_status"] == 0
+    i = e["members"][0]
+    word = pack(flag_layout(), generation=e["generation"], status=FlagStatus.ERROR.value)
+    result["flags"][str(e["k"])][str(i)] = word
+    failures = verify(expected, plan, result, mem)["failures"]
+    assert failures == [f"collective {e['k']} (barrier) endpoint {i}: flag {word} in the event, "
+                        f"{e['generation']:#x} in memory, expected {e['generation']:#x}"], failures
 
 
 @pytest.mark.parametrize("argv, message", [

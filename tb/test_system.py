@@ -90,6 +90,9 @@ COLLECTIVES = {
     "allgather_bf16_in_place":       dict(op="allgather", dtype="bf16", size=12 << 10 | 96,
                                           in_place=True),
     "allgather_int8_64KiB":          dict(op="allgather", dtype="int8", size=64 << 10),
+    # Each rank's 4 scale bytes share a flit with the others' (at r * C / 32): the loader must
+    # place them at their bytes, not at the flit's start (sim.allreduce.flit_loads).
+    "allgather_int8_256B_in_place":  dict(op="allgather", dtype="int8", size=256, in_place=True),
     "broadcast_fp16_root3":          dict(op="broadcast", dtype="fp16", size=(64 << 10) + 64,
                                           root=3),
     "broadcast_int8_root1_in_place": dict(op="broadcast", dtype="int8", size=16 << 10, root=1,
