@@ -67,7 +67,7 @@ def _status_text(status):
 
 def run(args):
     """Run the All-Reduce ``args`` describe; print the report (text or ``--json``)."""
-    from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, CLOCK_MHZ
+    from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, CLOCK_MHZ, ROOTED_OPS
     op = getattr(args, "op", "allreduce")
     cfg = AllReduceConfig(op=op, root=getattr(args, "root", 0),
                           in_place=getattr(args, "in_place", False),
@@ -82,7 +82,7 @@ def run(args):
     if args.json:
         print(json.dumps(report))
         return 0 if ok else 1
-    where = (f", root {cfg.root}" if op in ("broadcast", "reduce") else "") + \
+    where = (f", root {cfg.root}" if op in ROOTED_OPS else "") + \
         (", in place" if cfg.in_place else "")
     per_rank = "" if op == "allreduce" else " per rank"
     print(f"SCIN {_NAMES[op]}: {cfg.endpoints} endpoints, {cfg.dtype}, {cfg.size} B "

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ..sim.allreduce import (AllReduceConfig, parse_size, run_allreduce, plan_params, memory_map,
-                             CLOCK_MHZ)
+                             CLOCK_MHZ, ROOTED_OPS)
 from ..sim.models import PACKET_BYTES, LinkModel, nvls_cycles, ring_cycles
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
@@ -81,11 +81,16 @@ def plan(args):
                 runs.append(dict(part="endpoints", dtype="fp16", size=size, endpoints=n, **base))
     if "op" in args.parts:
         for op, in_place in op_cases(args.ops):
-            root = args.root if op in ("broadcast", "reduce") else 0
+            root = _root(args, op)
             for size in (_sizes(args.op_sizes)[:1] if op == "barrier" else _sizes(args.op_sizes)):
                 runs.append(dict(part="op", op=op, in_place=in_place, root=root, dtype="fp16",
                                  size=size, endpoints=4, **base))
     return runs
+
+
+def _root(args, op):
+    """The root of an op sweep case: ``--root`` where the operation has one."""
+    return args.root if op in ROOTED_OPS else 0
 
 
 def op_cases(text):
@@ -191,7 +196,7 @@ def run_all(runs, seeds, log=print):
 def case_name(row):
     """An op row's case as ``--ops`` spells it (``allgather:in-place``), with its root."""
     name = row["op"] + (":in-place" if row.get("in_place") else "")
-    return name + (f" (root {row['root']})" if row["op"] in ("broadcast", "reduce") else "")
+    return name + (f" (root {row['root']})" if row["op"] in ROOTED_OPS else "")
 
 
 def write_csv(rows, path):
@@ -321,7 +326,7 @@ def hop_runs(args):
     """The op sweep's hop traces: every case of ``--ops`` at ``--hop-size``, on Icarus."""
     size = parse_size(args.hop_size)
     return [AllReduceConfig(op=op, in_place=in_place, size=size, sim="icarus", trace=True,
-                            root=args.root if op in ("broadcast", "reduce") else 0)
+                            root=_root(args, op))
             for op, in_place in op_cases(args.ops)]
 
 

@@ -29,7 +29,7 @@ from .collective_buffers import Buffers, input_regions, result_regions
 from .toolchain import BUILD_ROOT
 
 __all__ = ["CollectiveConfig", "AllReduceConfig", "parse_size", "run_allreduce",
-           "plan_params", "CLOCK_MHZ", "OPS"]
+           "plan_params", "CLOCK_MHZ", "OPS", "ROOTED_OPS"]
 
 CLOCK_MHZ = 250
 #: Ordinary traffic (``traffic=True``): each endpoint writes this many bytes to the next one's
@@ -38,6 +38,8 @@ TRAFFIC_BYTES = 16 * 4096
 DTYPES = numerics.DTYPES
 #: The operations ``scin collective --op`` runs (the golden model's names) and barrier.
 OPS = numerics.OPS + ("barrier",)
+#: The operations with a root (``CollectiveConfig.root``).
+ROOTED_OPS = ("broadcast", "reduce")
 _UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1 << 20, "MB": 1 << 20,
           "MIB": 1 << 20, "G": 1 << 30, "GIB": 1 << 30}
 
@@ -81,7 +83,7 @@ class CollectiveConfig:
     def __post_init__(self):
         if self.op not in OPS:
             raise ValueError(f"op must be one of {', '.join(OPS)}, not {self.op!r}")
-        if self.op in ("broadcast", "reduce"):
+        if self.op in ROOTED_OPS:
             if not 0 <= self.root < self.endpoints:
                 raise ValueError(f"root must be a rank between 0 and {self.endpoints - 1}, "
                                  f"not {self.root}")

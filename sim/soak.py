@@ -50,7 +50,7 @@ import numpy as np
 
 from . import numerics
 from .allreduce import (CollectiveConfig, memory_map, expected_images, write_memh, read_memh,
-                        plan_params, region_image, flit_loads, _runs_dir)
+                        plan_params, region_image, flit_loads, ROOTED_OPS, _runs_dir)
 from .collective_buffers import Buffers
 
 __all__ = ["SoakConfig", "make_plan", "run_soak", "verify", "expected_window", "FAULTS", "OPS",
@@ -71,9 +71,8 @@ BAD_DESC_KINDS = ("misaligned", "root_not_a_rank", "zero_length", "shard_not_who
 #: ReduceScatter and AllGather need; an unknown op or a port the switch lacks spoils any
 #: descriptor, a barrier's too. DECERR needs reads.
 FAULT_OPS = {"none": OPS, "decerr": numerics.OPS, "bad_desc": numerics.OPS,
-             "bad_op": OPS, "absent_port": OPS, "root_not_a_rank": ("broadcast", "reduce"),
+             "bad_op": OPS, "absent_port": OPS, "root_not_a_rank": ROOTED_OPS,
              "shard_not_whole_flits": ("reduce-scatter", "allgather")}
-ROOTED = ("broadcast", "reduce")
 SHARDED = ("reduce-scatter", "allgather")
 IN_PLACE_SHARE = 0.3
 MEM_SIZE = 4 << 20
@@ -255,7 +254,7 @@ def _draw_collective(cfg, rng, k, isa, bad_so_far, avoid):
     op = _draw_op(rng, fault, kind, avoid)
     dtype = rng.choice(numerics.DTYPES)
     size = _draw_size(cfg, rng, op, dtype, len(members), isa.fabric.flit_bytes)
-    root = rng.randrange(len(members)) if op in ROOTED else 0
+    root = rng.randrange(len(members)) if op in ROOTED_OPS else 0
     # DECERR moves the input beyond memory, so it cannot be in place.
     in_place = op != "barrier" and fault != "decerr" and rng.random() < IN_PLACE_SHARE
     shape = CollectiveConfig(op=op, endpoints=len(members), dtype=dtype, size=size, root=root,
@@ -381,7 +380,7 @@ def run_soak(cfg, log=print):
 def _describe(e):
     """``reduce int8 4096 B, root 2, in place``: what collective ``e`` was."""
     text = "barrier" if e["op"] == "barrier" else f"{e['op']} {e['dtype']} {e['size']} B"
-    if e["op"] in ROOTED:
+    if e["op"] in ROOTED_OPS:
         text += f", root {e['root']}"
     if e["in_place"]:
         text += ", in place"
