@@ -645,6 +645,40 @@ def test_feeder_cuts_through_only_arrived_flits(mode, dtype):
     _run(dut, bench)
 
 
+def test_feeder_streams_slots_back_to_back():
+    """With every flit arrived and nothing stalling, the feeder gives a flit every cycle across
+    jobs: it takes the next job in the cycle it reads the last flit of the current one. (A copied
+    slot has no datapath between it and the write-back, so a cycle lost here is a cycle a slot.)"""
+    p = IsaParams()
+    f = p.fabric
+    dut = Feeder(p)
+    jobs = [dict(slot=s, rmask=0b0010, wmask=0b1111, dst_off=128 * s, bytes=128, last=int(s == 5))
+            for s in range(6)]
+
+    async def bench(ctx):
+        ctx.set(dut.run.msg.dtype, DType.FP16)
+        for i in range(f.ports):
+            ctx.set(dut.rd.avail[i], p.slot_flits)
+        ctx.set(dut.wb_job.ready, 1)
+        ctx.set(dut.dp.ready, 1)
+        queue, valid = list(jobs), []
+        for _ in range(40):
+            ctx.set(dut.job.valid, bool(queue))
+            if queue:
+                ctx.set(_value(dut.job.payload), pack(job_layout(p), queue[0]))
+            taken = queue and ctx.get(dut.job.ready)
+            valid.append(ctx.get(dut.dp.valid))
+            await ctx.tick()
+            if taken:
+                queue.pop(0)
+        first = valid.index(1)
+        flits = len(jobs) * 128 // f.flit_bytes
+        assert valid[first:first + flits] == [1] * flits, valid
+        assert not any(valid[first + flits:])
+
+    _run(dut, bench)
+
+
 # -- write-back: write tags -----------------------------------------------------------------------
 
 def test_write_tags_accept_only_current_responses():

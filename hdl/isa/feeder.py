@@ -76,15 +76,6 @@ class Feeder(wiring.Component):
         k = Signal(range(p.slot_flits + 1))
         flits = Signal(range(p.slot_flits + 1))
 
-        # Start a job when the write-back can take it: it needs the header information first.
-        with m.If(~active & ~flush):
-            m.d.comb += [self.job.ready.eq(self.wb_job.ready),
-                         self.wb_job.valid.eq(self.job.valid),
-                         self.wb_job.payload.eq(self.job.payload)]
-            with m.If(self.job.valid & self.wb_job.ready):
-                m.d.sync += [active.eq(1), job.eq(self.job.payload), k.eq(0),
-                             flits.eq((self.job.payload.bytes + fb - 1) // fb)]
-
         mask = job.rmask                    # the ports the slot reads
         out_mask = Signal(n)                # ... of the flit on the output
         first = Signal(range(n))            # the lowest port of the read set
@@ -119,6 +110,19 @@ class Feeder(wiring.Component):
             m.d.sync += out_valid.eq(0)
         with m.If(active & ~have):
             m.d.sync += self.counters.stall_data.eq(self.counters.stall_data + 1)
+
+        # Start a job when the write-back can take it (it needs the header information first),
+        # idle or in the cycle the current job's last flit is read: a copied slot has no datapath
+        # between the feeder and the write-back, and a job passed on only after its predecessor's
+        # last flit reaches the write-back one cycle after that flit, which costs a cycle a slot.
+        last_issue = issue & (k + 1 == flits)
+        with m.If((~active | last_issue) & ~flush):
+            m.d.comb += [self.job.ready.eq(self.wb_job.ready),
+                         self.wb_job.valid.eq(self.job.valid),
+                         self.wb_job.payload.eq(self.job.payload)]
+            with m.If(self.job.valid & self.wb_job.ready):
+                m.d.sync += [active.eq(1), job.eq(self.job.payload), k.eq(0),
+                             flits.eq((self.job.payload.bytes + fb - 1) // fb)]
         with m.If(flush):
             m.d.sync += [active.eq(0), out_valid.eq(0)]
 
