@@ -106,6 +106,18 @@ COMMANDS = {c.name: c for c in (
             description="Lint the generated Verilog of every block with the project's Verilator "
                         "(-Wall; waivers are listed in docs/DEVELOPING.md) and Yosys (check -assert "
                         "after proc). Exit status 1 if any block fails either."),
+    Command("mutate", "mutate",
+            help="mutation score: deliberate bugs in the HDL, and how many the tests notice "
+                 "(writes docs/VERIFICATION.md with --doc)",
+            description="Draw seeded mutants of the HDL (inverted comparisons, constants off by "
+                        "one, dropped conditions, removed inversions, swapped enumeration values), "
+                        "check that each mutated file's tests pass on the unmutated tree, then run "
+                        "them on a scratch copy of the tree with each mutant applied (the work "
+                        "tree is never changed) and report the share killed and every survivor "
+                        "with its triage. Exits 1 below --min-score.",
+            epilog="Example: scin mutate --count 60 --jobs 2 --doc. A mutant takes 5-60 s (its "
+                   "file's Amaranth, Icarus or formal tests; see TARGETS in "
+                   "scripts/mutation.py)."),
     Command("bench-port", "bench_port",
             help="benchmark one switch port's link under saturation (writes docs/PERFORMANCE.md)",
             description="Benchmark: sustained flits per cycle through one switch port's TX link "

@@ -16,7 +16,7 @@ from amaranth.sim import Simulator
 
 from scin.hdl.codec import pack, unpack
 from scin.hdl.isa import (IsaParams, Op, DType, ReadKind, check_descriptor, descriptor_layout,
-                          read_tag, write_tag, load_layout)
+                          read_tag, read_tag_layout, write_tag, load_layout)
 from scin.hdl.isa.barrier import BarrierManager
 from scin.hdl.isa.feeder import Feeder
 from scin.hdl.isa.instruction_buffer import InstructionBuffer
@@ -414,6 +414,52 @@ def test_read_issuer_walks_each_operation_segment_by_segment(mode):
     _run(dut, bench)
 
 
+@pytest.mark.parametrize("flush_after", [1, 3])
+def test_read_issuer_stops_at_once_on_flush(flush_after):
+    """``run.flush`` in the cycle after a slot is armed (an INT8 message: the issuer is about to
+    queue that slot's scale READ) stops the issuer there: the scale read is not queued, nothing
+    more is armed, ``busy`` drops, and the requests queued before still go out whole. (A scale
+    READ let out during the flush would come back with a stale tag, and `scin mutate` showed no
+    test noticed.)"""
+    p = IsaParams()
+    f = p.fabric
+    dut = ReadIssuer(p)
+    mask = 0b1011
+    msg = _message(p, Op.ALLREDUCE, DType.INT8, mask, 6 * 4096)
+    alloc = Source(dut.alloc)
+    jobs = Sink(dut.job)
+    reqs = [Sink(dut.req[i]) for i in range(f.ports)]
+
+    async def bench(ctx):
+        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        ctx.set(dut.issue.start, 1)
+        await ctx.tick()
+        ctx.set(dut.issue.start, 0)
+        alloc.queue.extend(range(p.slots))
+        arms = 0
+        for _ in range(200):
+            armed = []
+            await _step(ctx, [alloc], [jobs] + reqs, lambda: armed.append(ctx.get(dut.arm.valid)))
+            arms += armed[0]
+            if arms == flush_after:
+                break
+        assert arms == flush_after
+        ctx.set(dut.run.flush, 1)
+        await _step(ctx, [alloc], [jobs] + reqs)
+        ctx.set(dut.run.flush, 0)
+        for _ in range(30):
+            assert not ctx.get(dut.arm.valid) and not ctx.get(dut.issue.busy)
+            await _step(ctx, [alloc], [jobs] + reqs)
+        for i in ranks(mask):
+            kinds = [h["tag"] for h, _ in _packets(f, reqs[i].got)]
+            data = [t for t in kinds if unpack(read_tag_layout(p), t)["kind"] == ReadKind.DATA.value]
+            scale = [t for t in kinds if unpack(read_tag_layout(p), t)["kind"] == ReadKind.SCALE.value]
+            assert (len(data), len(scale)) == (flush_after, flush_after - 1), f"port {i}"
+        assert len(jobs.got) == flush_after
+
+    _run(dut, bench)
+
+
 def test_segments_cross_no_page_and_cover_each_shard_once():
     """The plan's twin itself: every segment stays inside one 4 KiB page at both ends (INT8: its
     scales inside one flit at both ends), and each phase covers its shard exactly once."""
@@ -503,15 +549,17 @@ def test_wave_table_stores_expected_responses_and_drops_stale_tags(mode):
         resp(0, data[0])
         assert await drain(ctx) == 4
         assert ctx.get(dut.rd.avail[0]) == p.slot_flits        # ended: never stalls the feeder
-        # Dropped whole and counted: a duplicate, a stale issue number, a port outside the mask,
-        # another opcode, another slot.
+        # Dropped whole and counted: a duplicate, a stale issue number, a port outside the mask
+        # (data, and scales: `scin mutate` showed the scales' case untested), another opcode,
+        # another slot.
         resp(0, [1, 2], stored=False)
         resp(2, [3], tag_seq=seq - 1, stored=False)
         resp(1, [4], stored=False)
+        resp(3, [7], kind=ReadKind.SCALE, stored=False)
         resp(2, [5], opcode=Opcode.WRITE_RESP, stored=False)
         resp(2, [6], tag_slot=slot + 1, stored=False)
         assert await drain(ctx) == 0
-        assert ctx.get(dut.counters.unknown_tags) == 5
+        assert ctx.get(dut.counters.unknown_tags) == 6
         assert ctx.get(dut.rd.avail[2]) == 0
         assert not ctx.get(dut.status.error)
         # Port 2's data with an error status: stored, and the sticky error is set.
@@ -543,7 +591,7 @@ def test_wave_table_stores_expected_responses_and_drops_stale_tags(mode):
         ctx.set(dut.run.flush, 0)
         resp(0, [7], tag_seq=seq + 1, stored=False)
         assert await drain(ctx) == 0
-        assert ctx.get(dut.counters.unknown_tags) == 6
+        assert ctx.get(dut.counters.unknown_tags) == 7
 
     _run(dut, bench)
 
@@ -675,6 +723,71 @@ def test_feeder_streams_slots_back_to_back():
         flits = len(jobs) * 128 // f.flit_bytes
         assert valid[first:first + flits] == [1] * flits, valid
         assert not any(valid[first + flits:])
+
+    _run(dut, bench)
+
+
+@pytest.mark.parametrize("when", ["idle", "last_flit"])
+def test_feeder_takes_no_job_while_flushing(when):
+    """``run.flush`` high: no job is taken and none passed to the write-back, whether the feeder
+    is idle or reading a job's last flit (when it would otherwise take the next job in the same
+    cycle); once flush drops, the offered job is taken. (`scin mutate` showed that a feeder
+    taking a job during a flush passed every test.)"""
+    p = IsaParams()
+    f = p.fabric
+    dut = Feeder(p)
+    job = dict(slot=0, rmask=0b0011, wmask=0b1111, dst_off=0, bytes=2 * f.flit_bytes, last=0)
+
+    async def offer(ctx, payload):
+        ctx.set(dut.job.valid, 1)
+        ctx.set(_value(dut.job.payload), pack(job_layout(p), payload))
+
+    async def bench(ctx):
+        ctx.set(dut.run.msg.dtype, DType.FP16)
+        for i in range(f.ports):
+            ctx.set(dut.rd.avail[i], p.slot_flits)
+        ctx.set(dut.wb_job.ready, 1)
+        ctx.set(dut.dp.ready, 1)
+        if when == "last_flit":
+            await offer(ctx, job)
+            await ctx.tick()                    # job 0 taken; its flit 0 is read next cycle
+            await offer(ctx, dict(job, slot=1))
+            await ctx.tick()                    # flit 0 read; now reading the last flit
+        else:
+            await offer(ctx, job)
+        ctx.set(dut.run.flush, 1)
+        for _ in range(3):
+            assert not ctx.get(dut.job.ready) and not ctx.get(dut.wb_job.valid)
+            await ctx.tick()
+        ctx.set(dut.run.flush, 0)
+        assert ctx.get(dut.job.ready) and ctx.get(dut.wb_job.valid)
+
+    _run(dut, bench)
+
+
+def test_feeder_offers_a_flit_without_waiting_for_ready():
+    """A stream source must not wait for ``ready`` before raising ``valid`` (the stream rule that
+    keeps two blocks that each wait for the other from deadlocking): with the datapath not ready
+    and the flits arrived, the feeder loads its output register and offers the flit. (`scin
+    mutate` showed that a feeder waiting for ``dp.ready`` passed every test.)"""
+    p = IsaParams()
+    f = p.fabric
+    dut = Feeder(p)
+    job = dict(slot=0, rmask=0b0101, wmask=0b1111, dst_off=0, bytes=4 * f.flit_bytes, last=1)
+
+    async def bench(ctx):
+        ctx.set(dut.run.msg.dtype, DType.FP16)
+        for i in range(f.ports):
+            ctx.set(dut.rd.avail[i], p.slot_flits)
+        ctx.set(dut.wb_job.ready, 1)
+        ctx.set(dut.dp.ready, 0)
+        ctx.set(dut.job.valid, 1)
+        ctx.set(_value(dut.job.payload), pack(job_layout(p), job))
+        await ctx.tick()
+        ctx.set(dut.job.valid, 0)
+        for _ in range(4):
+            await ctx.tick()
+        assert ctx.get(dut.dp.valid), "the feeder waits for dp.ready before offering a flit"
 
     _run(dut, bench)
 
@@ -829,6 +942,48 @@ def test_write_back_multicasts_results_scales_and_flags(mode, dtype):
     _run(dut, bench)
 
 
+@pytest.mark.parametrize("delay", [0, 1, 2])
+def test_write_back_sends_only_whole_packets_across_a_flush(delay):
+    """``run.flush`` a few cycles after a job is taken, before the datapath gives a flit: every
+    port receives whole packets only (a header not yet out is never sent; one that is out is
+    completed with zero flits). (`scin mutate` showed that a header sent in the flush cycle itself,
+    and then abandoned, passed every test: the link would carry a packet with no body.)"""
+    p = IsaParams()
+    f = p.fabric
+    dut = WriteBack(p)
+    msg = dict(dtype=DType.FP16, mask=0b0011, bytes=0, src_addr=0, src_scale_addr=0,
+               dst_addr=0x100000, dst_scale_addr=0)
+    job = dict(slot=1, rmask=0b0011, wmask=0b0011, dst_off=0, bytes=4 * f.flit_bytes, last=1)
+    job_src = Source(dut.job)
+    job_src.queue = [pack(job_layout(p), job)]
+    wr = [Sink(dut.wr[i]) for i in range(f.ports)]
+
+    async def bench(ctx):
+        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        while not job_src.sent:
+            await _step(ctx, [job_src], wr)
+        for _ in range(delay):
+            await _step(ctx, [job_src], wr)
+        ctx.set(dut.run.flush, 1)
+        for _ in range(8):
+            await _step(ctx, [job_src], wr)
+        ctx.set(dut.run.flush, 0)
+        for _ in range(20):
+            await _step(ctx, [job_src], wr)
+        assert not ctx.get(dut.status.busy)
+        for i in range(f.ports):
+            flits = list(wr[i].got)
+            while flits:
+                header = f.unpack_header(flits[0] & ((1 << f.flit_width) - 1))
+                size = 1 + header["length"] // f.flit_bytes
+                packet, flits = flits[:size], flits[size:]
+                assert len(packet) == size, f"port {i}: a packet cut short: {header}"
+                lasts = [flit >> f.flit_width for flit in packet]
+                assert lasts == [0] * (size - 1) + [1], f"port {i}: {header}"
+
+    _run(dut, bench)
+
+
 # -- instruction buffer ---------------------------------------------------------------------------
 
 def test_instruction_buffer_loads_and_hands_turns_round_each_resource():
@@ -886,6 +1041,19 @@ def test_instruction_buffer_loads_and_hands_turns_round_each_resource():
         await advance(ctx, 5)
         await advance(ctx, 4)
         assert await turns(ctx) == [1, 1, 0, 0, 0, 0]
+        # A load offered while loads are disabled (a collective running) changes nothing, in the
+        # memory either (`scin mutate` showed a write of the refused word went unnoticed).
+        ctx.set(dut.program.load_enable, 0)
+        ctx.set(dut.load.valid, 1)
+        ctx.set(_value(dut.load.payload),
+                pack(load_layout(p), index=4, last=0, desc=dict(descs[4], elements=999)))
+        for _ in range(3):
+            await ctx.tick()
+        ctx.set(dut.load.valid, 0)
+        ctx.set(dut.program.read_addr, 4)
+        await ctx.tick()
+        assert unpack(descriptor_layout(), ctx.get(_value(dut.program.desc)))["elements"] == 104
+        assert not ctx.get(dut.program.loading) and ctx.get(dut.program.length) == len(descs)
 
     _run(dut, bench)
 

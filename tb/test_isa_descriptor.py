@@ -48,6 +48,21 @@ def test_status_bits_match_enum():
     assert {r[0]: int(r[1]) for r in rows} == {f.name: f.value for f in FlagStatus}
 
 
+@pytest.mark.parametrize("enum", [d.Op, d.DType, d.FlagMode, d.ReadKind],
+                         ids=lambda e: e.__name__)
+def test_encodings_match_the_doc(enum):
+    """Every encoding docs/ISA.md lists ("`Op`: 1 ALLREDUCE, 2 REDUCE_SCATTER, ...") is the
+    enumeration's: the encodings are the software interface, and swapping two values in the
+    code would otherwise pass every test (the codec and the RTL share the enum), as
+    `scin mutate` showed."""
+    text = (REPO_ROOT / "docs" / "ISA.md").read_text()
+    found = re.search(rf"`{enum.__name__}`: ([^|]*)\|", text)    # to the end of the cell
+    assert found, f"docs/ISA.md lists no encodings of {enum.__name__}"
+    documented = {name: int(value) for value, name in
+                  re.findall(r"\b(\d+) ([A-Z][A-Z_0-9]*)\b", found.group(1))}
+    assert documented == {member.name: member.value for member in enum}
+
+
 def test_counter_table_matches_layout():
     rows = next(v for k, v in _tables().items() if k[0] == "counter")
     assert [r[0] for r in rows] == [name for name, _ in d.counters_layout()]

@@ -1,0 +1,147 @@
+"""The mutation tool (scripts/mutation.py, `scin mutate`): its operators, its draw, and that a
+mutant really runs the tests on mutated code (a known bug is killed, the unmutated tree passes)."""
+
+import argparse
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from scin.scripts import mutation
+from scin.scripts.mutate import report_markdown, score
+from scin.scripts.mutation import Mutant, Outcome, choose, sites
+
+
+SOURCE = textwrap.dedent('''\
+    import enum
+
+    class Op(enum.Enum, shape=2):
+        A = 0
+        B = 1  # the second
+
+    class Block:
+        def __init__(self, n):
+            if n < 1:
+                raise ValueError(n)
+
+        def elaborate(self, platform):
+            m = Module()
+            with m.If(a & ~b):
+                m.d.sync += x.eq(y + 1)
+            with m.Elif(c == 3):
+                pass
+            k = Signal(range(n + 1))
+            return m
+    ''')
+
+
+@pytest.fixture
+def tree(tmp_path):
+    (tmp_path / "hdl").mkdir()
+    (tmp_path / "hdl" / "block.py").write_text(SOURCE)
+    return tmp_path
+
+
+def _changes(tree):
+    return {(m.operator, m.before, m.after) for m in sites("hdl/block.py", root=tree)}
+
+
+def test_every_operator_makes_its_change(tree):
+    changes = _changes(tree)
+    expected = {
+        ("drop_condition", "a & ~b", "(a)"),
+        ("drop_condition", "a & ~b", "(~b)"),
+        ("drop_condition", "a & ~b", "1"),
+        ("invert", "~b", "(b)"),
+        ("off_by_one", "1", "2"),
+        ("compare", "c == 3", "c != 3"),
+        ("off_by_one", "3", "4"),
+        ("drop_condition", "c == 3", "1"),
+        ("swap_enum", "0\n    B = 1", "1\n    B = 0"),
+    }
+    assert changes == expected
+
+
+def test_mutant_names_are_unique_within_a_file(tree):
+    names = [m.name for m in sites("hdl/block.py", root=tree)]
+    assert len(names) == len(set(names))
+    assert "hdl/block.py:14:18:drop_condition/2" in names    # a & ~b: (a), (~b), 1
+
+
+def test_parameter_checks_and_signal_shapes_are_not_mutated(tree):
+    # `n < 1` in __init__ is a parameter check, `range(n + 1)` a signal's shape, not hardware.
+    befores = [before for _, before, _ in _changes(tree)]
+    assert not any("n < 1" in b for b in befores)
+    assert sum(b == "1" for b in befores) == 1            # y + 1 only, not n + 1
+
+
+def test_a_mutant_applies_where_it_was_found_and_only_there(tree):
+    m = next(m for m in sites("hdl/block.py", root=tree) if m.operator == "compare")
+    mutated = m.apply(SOURCE)
+    assert mutated.replace("c != 3", "c == 3") == SOURCE
+    with pytest.raises(ValueError, match="expected 'c == 3'"):
+        m.apply(SOURCE.replace("c == 3", "c == 4"))
+
+
+def test_the_draw_is_seeded_and_spread_over_files():
+    first = choose(12, seed=5)
+    assert first == choose(12, seed=5)
+    assert first != choose(12, seed=6)
+    assert len({m.name for m in first}) == 12
+    # Twelve draws over more than twelve files: no file twice before every file once.
+    assert len({m.file for m in first}) == 12
+
+
+def test_bad_draws_are_refused_with_the_reason():
+    with pytest.raises(ValueError, match="no tests are listed for hdl/nowhere.py"):
+        choose(3, 1, files=["hdl/nowhere.py"])
+    with pytest.raises(ValueError, match="count must be at least 1"):
+        choose(0, 1)
+
+
+def test_every_target_has_sites_and_every_triage_names_a_current_mutant():
+    every = {m.name for f in mutation.TARGETS for m in sites(f)}
+    for f in mutation.TARGETS:
+        assert any(name.startswith(f + ":") for name in every), f
+    stale = set(mutation.TRIAGE) - every
+    assert not stale, f"TRIAGE names mutants that no longer exist: {sorted(stale)}"
+
+
+def test_a_known_bug_is_killed_and_the_unmutated_tree_passes():
+    """Runs the feeder's tests twice on scratch copies of the tree: as it is (they pass), and
+    with the feeder issuing flits whether or not it has a job (they must fail). This is what
+    makes every other mutant's verdict mean something: the tests really import the copy."""
+    status, _, _, detail = mutation.run_tests("hdl/isa/feeder.py")
+    assert status == "survived", detail
+    bug = next(m for m in sites("hdl/isa/feeder.py")
+               if m.operator == "drop_condition" and m.before == "active & have"
+               and m.after == "(have)")
+    outcome = mutation.run_mutant(bug)
+    assert outcome.status == "killed", outcome
+    assert outcome.failed and "test_feeder" in outcome.failed[0]
+
+
+def test_score_and_report_list_every_survivor_with_its_triage():
+    m = Mutant("hdl/isa/feeder.py", "invert", 3, 4, 3, 6, "~a", "(a)")
+    outcomes = [Outcome(m, "survived", 1.0, []),
+                Outcome(m, "killed", 1.0, ["t"]),
+                Outcome(m, "timeout", 1.0, []),
+                Outcome(m, "error", 1.0, [])]
+    assert score(outcomes) == (2, 3)
+    args = argparse.Namespace(count=4, seed=1, jobs=2)
+    text = report_markdown(outcomes, args, 10.0, {m.name: "equivalent: why"})
+    assert "2 of 3 mutants noticed (66.7%)" in text
+    assert "equivalent: why" in text
+    assert "not triaged" in report_markdown(outcomes, args, 10.0, {})
+
+
+def test_every_json_key_is_in_the_cli_doc():
+    """docs/CLI.md's `scin mutate` section names every key of a mutant's JSON object."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "CLI.md").read_text()
+    section = text[text.index("## `scin mutate`"):]
+    named = set(re.findall(r"`(\w+)`", section))
+    m = Mutant("hdl/isa/feeder.py", "invert", 3, 4, 3, 6, "~a", "(a)")
+    keys = set(Outcome(m, "killed", 1.0, []).as_dict())
+    assert keys <= named, sorted(keys - named)
+    assert {"seed", "count", "noticed", "ran", "seconds", "mutants"} <= named
