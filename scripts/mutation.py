@@ -316,8 +316,11 @@ def overlay(mutant, root=REPO_ROOT):
 
 
 def _failed_tests(output):
-    return [line.split()[1] for line in output.splitlines()
-            if line.startswith(("FAILED ", "ERROR ")) and len(line.split()) > 1][:5]
+    """The first five failed test ids of pytest's summary (``FAILED tb/x.py::test - ...``; not
+    the simulators' own log lines that also start with ``ERROR``)."""
+    ids = [line.split()[1] for line in output.splitlines()
+           if line.startswith(("FAILED ", "ERROR ")) and len(line.split()) > 1]
+    return [i for i in ids if i.startswith("tb/")][:5]
 
 
 def run_tests(file, mutant=None, timeout=600, root=REPO_ROOT, tests=None):

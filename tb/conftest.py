@@ -18,6 +18,8 @@ LONG_TESTS = [
     "tb/test_soak.py::test_soak_short",
     "tb/test_faults.py::test_system_faults",
     "tb/test_datapath.py::test_datapath[icarus-",
+    "tb/test_formal.py::test_property[credit_order]",                    # bmc to 12, ~150 s
+    "tb/test_formal.py::test_property[credit_link_l3:cover]",            # ~50 s
     "tb/test_lint.py::test_block_lints_clean[system]",
     "tb/test_lint.py::test_block_passes_yosys_check[system]",
 ]

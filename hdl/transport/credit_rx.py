@@ -17,10 +17,11 @@ class CreditRx(wiring.Component):
     """Receives flits from a credit link into one queue per message class.
 
     Each class has a :class:`~amaranth.lib.fifo.SyncFIFOBuffered` of ``credits`` flits (a block RAM
-    plus an output register). When a flit leaves a queue (a transfer on ``o[c]``), one class-``c``
-    credit goes back on ``rx_credit`` in the next cycle. The sender starts with ``credits`` credits,
-    so a queue can never overflow; if it ever would (a sender that ignores credits), the flit is
-    lost and the sticky ``overflow`` flag rises, which every testbench checks stays 0.
+    plus an output register; 3 flits for ``credits = 2``, see ``elaborate``). When a flit leaves a
+    queue (a transfer on ``o[c]``), one class-``c`` credit goes back on ``rx_credit`` in the next
+    cycle. The sender starts with ``credits`` credits, so a queue can never overflow; if it ever
+    would (a sender that ignores credits), the flit is lost and the sticky ``overflow`` flag rises,
+    which every testbench checks stays 0.
 
     Latency: a flit on ``rx`` in cycle ``t`` is valid on ``o[c]`` in cycle ``t + 2`` at the earliest
     (block-RAM write, then read into the output register).
@@ -65,8 +66,14 @@ class CreditRx(wiring.Component):
         m = Module()
         width = self._params.flit_layout.size
         popped = Signal(NUM_CLASSES)
+        # A SyncFIFOBuffered of depth 2 refuses a write in the cycle after a write into it while
+        # empty (its w_rdy is that of its one-entry inner FIFO, whose entry is still on its way to
+        # the output register), so two back-to-back flits of a class overflowed a 2-credit queue;
+        # from depth 3 up it takes a write whenever its level is below its depth. Found by
+        # `scin prove` (property set credit_link_c2, docs/VERIFICATION.md).
+        depth = max(self._credits, 3)
         for c in range(NUM_CLASSES):
-            fifo = m.submodules[f"queue{c}"] = SyncFIFOBuffered(width=width, depth=self._credits)
+            fifo = m.submodules[f"queue{c}"] = SyncFIFOBuffered(width=width, depth=depth)
             w_en = self.rx.valid & (self.rx.payload.msg_class.as_value() == c)
             m.d.comb += [
                 fifo.w_en.eq(w_en),
