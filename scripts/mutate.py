@@ -11,6 +11,7 @@ docs/VERIFICATION.md. Exit status 0 when the score reaches ``--min-score`` and e
 passed, 1 otherwise, 2 on bad options.
 """
 
+import dataclasses
 import json
 import sys
 import time
@@ -40,6 +41,9 @@ def add_arguments(p):
                    help="list the drawn mutants and every file's number of sites, run nothing")
     p.add_argument("--json", metavar="FILE", default=None,
                    help="write every outcome as JSON to FILE ('-': standard output)")
+    p.add_argument("--from-json", metavar="FILE", default=None,
+                   help="run nothing: report (and with --doc, write) the outcomes of an earlier "
+                        "run's --json FILE, with today's triage")
     p.add_argument("--doc", nargs="?", const=str(REPO_ROOT / "docs" / "VERIFICATION.md"),
                    default=None, help="write the report into the 'mutation' section of this "
                                       "document (default when given: docs/VERIFICATION.md)")
@@ -60,15 +64,16 @@ def _line(o):
             f"({o.seconds:.1f} s{by}{note})")
 
 
-def report_markdown(outcomes, args, seconds, triage):
-    """The ``mutation`` section of docs/VERIFICATION.md for ``outcomes``."""
+def report_markdown(outcomes, args, seconds, triage, commit=None):
+    """The ``mutation`` section of docs/VERIFICATION.md for ``outcomes`` (of a run at ``commit``,
+    default the checked-out one)."""
     noticed, ran = score(outcomes)
     files = {}
     for o in outcomes:
         files.setdefault(o.mutant.file, []).append(o)
     lines = ["## Mutation score (`scin mutate`)", "",
              f"Command: `scin mutate --count {args.count} --seed {args.seed} --jobs {args.jobs} "
-             f"--doc` (commit {current_commit()}, {seconds:.0f} s on {args.jobs} workers). "
+             f"--doc` (commit {commit or current_commit()}, {seconds:.0f} s on {args.jobs} workers). "
              f"Score: **{noticed} of {ran} mutants noticed ({noticed / max(ran, 1):.1%})**"
              + (f"; {len(outcomes) - ran} could not run" if ran < len(outcomes) else "") + ".",
              "", "Each mutant runs its file's tests (first tier); one that survives them runs the "
@@ -106,6 +111,8 @@ def run(args):
     from .cli import CommandError
     if args.jobs < 1:
         raise ValueError(f"--jobs must be at least 1, not {args.jobs}")
+    if args.from_json:
+        return _report_again(args, mutation)
     files = None if args.files is None else [f.strip() for f in args.files.split(",") if f.strip()]
     mutants = mutation.choose(args.count, args.seed, files)
     if args.list:
@@ -148,6 +155,26 @@ def run(args):
                   f"{time.monotonic() - started:.0f} s]", flush=True)
     ordered = [outcomes[m.name] for m in mutants]
     seconds = time.monotonic() - started
+    return _report(args, mutation, ordered, seconds, current_commit())
+
+
+def _report_again(args, mutation):
+    """``--from-json``: the outcomes of an earlier run, reported with today's triage."""
+    with open(args.from_json) as f:
+        saved = json.load(f)
+    fields = {f.name for f in dataclasses.fields(mutation.Mutant)}
+    ordered = [mutation.Outcome(mutation.Mutant(**{k: v for k, v in d.items() if k in fields}),
+                                d["status"], d["seconds"], d["failed"], d["detail"],
+                                d.get("tier", 1))
+               for d in saved["mutants"]]
+    args.count, args.seed = saved["count"], saved["seed"]
+    args.jobs = saved.get("jobs", args.jobs)
+    args.json = None
+    return _report(args, mutation, ordered, saved["seconds"], saved.get("commit"))
+
+
+def _report(args, mutation, ordered, seconds, commit):
+    """Print the score and the survivors; write ``--json`` and ``--doc``; the exit status."""
     noticed, ran = score(ordered)
     share = noticed / max(ran, 1)
     survivors = [o for o in ordered if o.status == "survived"]
@@ -157,7 +184,8 @@ def run(args):
         reason = mutation.TRIAGE.get(o.mutant.name, "not triaged")
         print(f"  survived {o.mutant.name}: {o.mutant.before!r} -> {o.mutant.after!r} ({reason})")
     if args.json:
-        text = json.dumps({"seed": args.seed, "count": args.count, "noticed": noticed, "ran": ran,
+        text = json.dumps({"seed": args.seed, "count": args.count, "jobs": args.jobs,
+                           "commit": commit, "noticed": noticed, "ran": ran,
                            "seconds": round(seconds, 1),
                            "mutants": [o.as_dict() for o in ordered]}, indent=1)
         if args.json == "-":
@@ -167,7 +195,7 @@ def run(args):
                 out.write(text + "\n")
     if args.doc:
         rewrite_section(args.doc, "mutation", report_markdown(ordered, args, seconds,
-                                                              mutation.TRIAGE),
+                                                              mutation.TRIAGE, commit),
                         title="Verification")
         print(f"wrote the mutation section of {args.doc}", file=sys.stderr)
     return 0 if share >= args.min_score else 1

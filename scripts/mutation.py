@@ -89,6 +89,39 @@ TRIAGE = {
         "advances the tag sequence by one, since `flush` frees every entry after `start` marks "
         "one (WriteTags gives the flush the last word); tags must only be unique in their window, "
         "so a skipped number changes nothing a port or a test can see",
+    "hdl/switch/arbiter.py:79:38:drop_condition":
+        "equivalent: the round-robin pointer `last` is then also written on a packet's later "
+        "flits, but while a packet is in progress the granted input is its owner, which `last` "
+        "already holds from the packet's first flit (the formal invariant `pointer_is_owner` "
+        "proves it), so the write changes nothing",
+    "hdl/isa/wave_table.py:130:23:compare":
+        "equivalent: dead code for every legal configuration; `h_slot < slots` is built only when "
+        "`slots` does not fill `slot_bits`, but `capacity` and `max_payload` are both powers of "
+        "two (IsaParams checks it), so `slots` always does and the check is the constant 1",
+    "hdl/isa/wave_table.py:130:42:compare":
+        "equivalent: the inverted choice builds `h_slot < slots` where the constant 1 was, and "
+        "since `slots` always fills `slot_bits` (see the entry above) every `h_slot` is below it",
+    "hdl/isa/instruction_buffer.py:127:20:drop_condition/1":
+        "equivalent: without the guard, an advance at a slot with no sync resource writes "
+        "`cur[here]` with `here` one past the array, and Amaranth drops an assignment through an "
+        "out-of-range Array index (no case of its switch matches); "
+        "`test_instruction_buffer_advance_without_a_resource_moves_no_turn` now states the "
+        "contract and passes with and without the guard",
+    "hdl/transport/round_robin.py:36:49:off_by_one":
+        "equivalent: the search loop gains an offset n + 1, which names the same input as offset "
+        "1 and is assigned before it, so offset 1's assignment still wins",
+    "hdl/isa/writeback.py:369:22:drop_condition/1":
+        "a gap (`stall_tx` also counted cycles with no data waiting), now killed by "
+        "`test_write_back_counts_stall_tx_only_while_data_waits`",
+    "hdl/isa/barrier.py:86:55:drop_condition/1":
+        "a gap (a header taken only every other cycle when acks drain), now killed by "
+        "`test_barrier_takes_a_header_every_cycle_while_acks_are_taken`",
+    "hdl/isa/writeback.py:258:42:drop_condition/1":
+        "a gap (INT8 scale flits pushed into a full output and lost), now killed by "
+        "`test_write_back_holds_int8_scales_until_the_output_has_room`",
+    "hdl/isa/read_issuer.py:123:63:off_by_one":
+        "a gap (`stall_slot` counted by two), now killed by "
+        "`test_read_issuer_counts_each_cycle_without_a_free_slot_once`",
 }
 
 _SWAPPED_COMPARE = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.GtE, ast.GtE: ast.Lt,

@@ -160,6 +160,30 @@ async def _step(ctx, sources=(), sinks=(), probe=None):
     return taken
 
 
+def test_barrier_takes_a_header_every_cycle_while_acks_are_taken():
+    """Arrivals back to back on one port, acknowledgements taken at once: the manager takes a
+    header every cycle (an ack slot being drained in the same cycle counts as free). (`scin
+    mutate` showed that a manager taking a header only every other cycle passed every test.)"""
+    p = IsaParams(sync_resources=4)
+    f = p.fabric
+    dut = BarrierManager(p)
+    src = Source(dut.req[0])
+    for k in range(6):
+        src.queue += _packet(f, opcode=Opcode.ATOMIC_ADD, msg_class=MsgClass.REQ, inc=1, src=0,
+                             length=1, tag=k, addr=k % 4)
+    acks = [Sink(dut.ack[i]) for i in range(f.ports)]
+
+    async def bench(ctx):
+        taken = []
+        for _ in range(10):
+            taken += await _step(ctx, [src], acks)
+        first = taken.index(True)
+        assert taken[first:first + 6] == [True] * 6, taken
+        assert len(acks[0].got) == 6
+
+    _run(dut, bench)
+
+
 # -- barrier manager ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", MODES)
@@ -456,6 +480,34 @@ def test_read_issuer_stops_at_once_on_flush(flush_after):
             scale = [t for t in kinds if unpack(read_tag_layout(p), t)["kind"] == ReadKind.SCALE.value]
             assert (len(data), len(scale)) == (flush_after, flush_after - 1), f"port {i}"
         assert len(jobs.got) == flush_after
+
+    _run(dut, bench)
+
+
+def test_read_issuer_counts_each_cycle_without_a_free_slot_once():
+    """``stall_slot`` counts the cycles the issuer waits for a free slot, one per cycle (the
+    figure docs/PERFORMANCE.md explains the wave regulation with). (`scin mutate` showed the
+    count was unchecked.)"""
+    p = IsaParams()
+    dut = ReadIssuer(p)
+    msg = _message(p, Op.ALLREDUCE, DType.FP16, 0b0011, 4096)
+
+    async def bench(ctx):
+        for i in range(p.fabric.ports):
+            ctx.set(dut.req[i].ready, 1)
+        ctx.set(dut.job.ready, 1)
+        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        ctx.set(dut.issue.start, 1)
+        await ctx.tick()
+        ctx.set(dut.issue.start, 0)
+        for _ in range(7):                      # no free slot for 7 cycles
+            await ctx.tick()
+        assert ctx.get(dut.counters.stall_slot) == 7
+        ctx.set(dut.alloc.valid, 1)
+        ctx.set(dut.alloc.payload, 3)
+        await ctx.tick()
+        ctx.set(dut.alloc.valid, 0)
+        assert ctx.get(dut.counters.stall_slot) == 7 and ctx.get(dut.counters.slots) == 1
 
     _run(dut, bench)
 
@@ -972,14 +1024,109 @@ def test_write_back_sends_only_whole_packets_across_a_flush(delay):
             await _step(ctx, [job_src], wr)
         assert not ctx.get(dut.status.busy)
         for i in range(f.ports):
-            flits = list(wr[i].got)
-            while flits:
-                header = f.unpack_header(flits[0] & ((1 << f.flit_width) - 1))
-                size = 1 + header["length"] // f.flit_bytes
-                packet, flits = flits[:size], flits[size:]
-                assert len(packet) == size, f"port {i}: a packet cut short: {header}"
-                lasts = [flit >> f.flit_width for flit in packet]
-                assert lasts == [0] * (size - 1) + [1], f"port {i}: {header}"
+            _whole_packets(f, wr[i].got, f"port {i}")
+
+    _run(dut, bench)
+
+
+def _whole_packets(f, flits, where):
+    """Split ``flits`` into packets by their headers' lengths, asserting each is whole (its
+    ``last`` bit on its last flit only, none cut short); returns ``[(header, body)]``."""
+    flits, out = list(flits), []
+    while flits:
+        header = f.unpack_header(flits[0] & ((1 << f.flit_width) - 1))
+        size = 1 + -(-header["length"] // f.flit_bytes)
+        packet, flits = flits[:size], flits[size:]
+        assert len(packet) == size, f"{where}: a packet cut short: {header}"
+        lasts = [flit >> f.flit_width for flit in packet]
+        assert lasts == [0] * (size - 1) + [1], f"{where}: {header}"
+        out.append((header, [flit & ((1 << f.flit_width) - 1) for flit in packet[1:]]))
+    return out
+
+
+def test_write_back_holds_int8_scales_until_the_output_has_room():
+    """An INT8 slot's result and scale packets through an output that does not drain for a long
+    while: both arrive whole, the scales bit for bit. (`scin mutate` showed a scale packet
+    pushed into a full output, losing flits, passed every test.)"""
+    p = IsaParams()
+    f = p.fabric
+    dut = WriteBack(p)
+    msg = dict(dtype=DType.INT8, mask=0b0001, bytes=0, src_addr=0, src_scale_addr=0,
+               dst_addr=0x100000, dst_scale_addr=0x200000)
+    n = 4096 // f.flit_bytes
+    job = dict(slot=1, rmask=0b0001, wmask=0b0001, dst_off=0, bytes=4096, last=1)
+    block_flits = 64 * 8 // f.flit_width
+    scales = [0x100 + b for b in range(n // block_flits)]
+    dp = Source(dut.dp)
+    dp.queue = [pack(dut.dp.payload.shape(), dtype=DType.INT8, data=k, last=int(k == n - 1),
+                     scale=scales[k // block_flits] if k % block_flits == 0 else 0, status=0)
+                for k in range(n)]
+    job_src = Source(dut.job)
+    job_src.queue = [pack(job_layout(p), job)]
+    wr = [Sink(dut.wr[i]) for i in range(f.ports)]
+
+    async def bench(ctx):
+        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        wr[0].rng = random.Random(0)
+        done_at = None
+        for cycle in range(1200):
+            # The output blocked while the data comes, then draining until the result packet is
+            # out, then blocked again while the scales come (more flits than its queue holds).
+            if done_at is None and len(wr[0].got) >= 1 + n:
+                done_at = cycle
+            blocked = cycle < 300 or (done_at is not None and cycle < done_at + 100)
+            wr[0].stall = 1.0 if blocked else 0.0
+            await _step(ctx, [job_src, dp], wr)
+        packets = _whole_packets(f, wr[0].got, "port 0")
+        assert [(h["addr"], h["length"]) for h, _ in packets] == \
+            [(0x100000, 4096), (0x200000, len(scales) * 2)]
+        assert packets[0][1] == list(range(n))
+        word = sum(sc << (16 * b) for b, sc in enumerate(scales))
+        got = sum(flit << (f.flit_width * k) for k, flit in enumerate(packets[1][1]))
+        assert got == word
+
+    _run(dut, bench)
+
+
+def test_write_back_counts_stall_tx_only_while_data_waits():
+    """``stall_tx`` counts the cycles a result flit waits for room at the output, not the cycles
+    the output is full while the datapath has nothing to give. (`scin mutate` showed the count
+    was unchecked.)"""
+    p = IsaParams()
+    f = p.fabric
+    dut = WriteBack(p)
+    msg = dict(dtype=DType.FP16, mask=0b0001, bytes=0, src_addr=0, src_scale_addr=0,
+               dst_addr=0x100000, dst_scale_addr=0)
+    job = dict(slot=1, rmask=0b0001, wmask=0b0001, dst_off=0, bytes=4096, last=1)
+
+    async def bench(ctx):
+        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        for i in range(f.ports):
+            ctx.set(dut.wr[i].ready, 0)               # the output never drains
+        ctx.set(dut.job.valid, 1)
+        ctx.set(_value(dut.job.payload), pack(job_layout(p), job))
+        await ctx.tick()
+        ctx.set(dut.job.valid, 0)
+        ctx.set(dut.dp.valid, 1)
+        ctx.set(_value(dut.dp.payload), pack(dut.dp.payload.shape(), dtype=DType.FP16, data=5,
+                                              last=0, scale=0, status=0))
+        pushed = 0
+        for _ in range(200):                          # fill the output queue
+            ready = ctx.get(dut.dp.ready)
+            if pushed and not ready:
+                break
+            pushed += ready
+            await ctx.tick()
+        assert not ctx.get(dut.dp.ready), "the output queue never filled"
+        ctx.set(dut.dp.valid, 0)
+        before = ctx.get(dut.counters.stall_tx)
+        for _ in range(10):
+            await ctx.tick()
+        assert ctx.get(dut.counters.stall_tx) == before    # nothing waits: no stall
+        ctx.set(dut.dp.valid, 1)
+        for _ in range(5):
+            await ctx.tick()
+        assert ctx.get(dut.counters.stall_tx) == before + 5
 
     _run(dut, bench)
 
@@ -1054,6 +1201,41 @@ def test_instruction_buffer_loads_and_hands_turns_round_each_resource():
         await ctx.tick()
         assert unpack(descriptor_layout(), ctx.get(_value(dut.program.desc)))["elements"] == 104
         assert not ctx.get(dut.program.loading) and ctx.get(dut.program.length) == len(descs)
+
+    _run(dut, bench)
+
+
+def test_instruction_buffer_advance_without_a_resource_moves_no_turn():
+    """An ``advance`` at a slot whose sync resource does not exist changes no resource's turn,
+    the last resource's included (the one an out-of-range index would reach). (`scin mutate`
+    showed no test used the last resource beside such a slot.)"""
+    p = IsaParams(descriptors=4, sync_resources=2)
+    dut = InstructionBuffer(p)
+    syncs = [1, 9, 1]
+
+    async def bench(ctx):
+        ctx.set(dut.program.load_enable, 1)
+        ctx.set(dut.load.valid, 1)
+        for i, sync in enumerate(syncs):
+            desc = dict(op=Op.ALLREDUCE, sync=sync, elements=1, participants=0b11)
+            ctx.set(_value(dut.load.payload),
+                    pack(load_layout(p), index=i, last=int(i == len(syncs) - 1), desc=desc))
+            await ctx.tick()
+        ctx.set(dut.load.valid, 0)
+        await ctx.tick()
+
+        def turns():
+            out = []
+            for a in range(len(syncs)):
+                ctx.set(dut.program.read_addr, a)
+                out.append(ctx.get(dut.program.turn))
+            return out
+        assert turns() == [1, 0, 0]
+        ctx.set(dut.program.read_addr, 1)
+        ctx.set(dut.program.advance, 1)
+        await ctx.tick()
+        ctx.set(dut.program.advance, 0)
+        assert turns() == [1, 0, 0]
 
     _run(dut, bench)
 

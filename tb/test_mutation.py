@@ -144,4 +144,21 @@ def test_every_json_key_is_in_the_cli_doc():
     m = Mutant("hdl/isa/feeder.py", "invert", 3, 4, 3, 6, "~a", "(a)")
     keys = set(Outcome(m, "killed", 1.0, []).as_dict())
     assert keys <= named, sorted(keys - named)
-    assert {"seed", "count", "noticed", "ran", "seconds", "mutants"} <= named
+    assert {"seed", "count", "jobs", "commit", "noticed", "ran", "seconds", "mutants"} <= named
+
+
+def test_an_earlier_run_is_reported_again_with_todays_triage(tmp_path, monkeypatch, capsys):
+    from scin.scripts.cli import main
+    m = Mutant("hdl/isa/feeder.py", "invert", 3, 4, 3, 6, "~a", "(a)")
+    saved = {"seed": 4, "count": 2, "jobs": 2, "commit": "abc1234", "noticed": 1, "ran": 2,
+             "seconds": 12.0, "mutants": [Outcome(m, "survived", 1.0, []).as_dict(),
+                                          Outcome(m, "killed", 1.0, ["t"], "", 2).as_dict()]}
+    (tmp_path / "run.json").write_text(__import__("json").dumps(saved))
+    monkeypatch.setitem(mutation.TRIAGE, m.name, "equivalent: because")
+    doc = tmp_path / "V.md"
+    status = main(["mutate", "--from-json", str(tmp_path / "run.json"), "--doc", str(doc)])
+    assert status == 1                                  # 50% is under the default 0.9
+    text = doc.read_text()
+    assert "commit abc1234" in text and "--seed 4" in text and "1 of 2 mutants noticed" in text
+    assert "equivalent: because" in text
+    assert "(equivalent: because)" in capsys.readouterr().out
