@@ -745,6 +745,15 @@ def test_feeder_cuts_through_only_arrived_flits(mode, dtype):
     _run(dut, bench)
 
 
+def _feeder_all_arrived(ctx, dut, p):
+    """An FP16 message whose every flit has arrived at every port, and a write-back that takes
+    jobs at once: the feeder is limited by nothing but its own logic."""
+    ctx.set(dut.run.msg.dtype, DType.FP16)
+    for i in range(p.fabric.ports):
+        ctx.set(dut.rd.avail[i], p.slot_flits)
+    ctx.set(dut.wb_job.ready, 1)
+
+
 def test_feeder_streams_slots_back_to_back():
     """With every flit arrived and nothing stalling, the feeder gives a flit every cycle across
     jobs: it takes the next job in the cycle it reads the last flit of the current one. (A copied
@@ -756,10 +765,7 @@ def test_feeder_streams_slots_back_to_back():
             for s in range(6)]
 
     async def bench(ctx):
-        ctx.set(dut.run.msg.dtype, DType.FP16)
-        for i in range(f.ports):
-            ctx.set(dut.rd.avail[i], p.slot_flits)
-        ctx.set(dut.wb_job.ready, 1)
+        _feeder_all_arrived(ctx, dut, p)
         ctx.set(dut.dp.ready, 1)
         queue, valid = list(jobs), []
         for _ in range(40):
@@ -795,10 +801,7 @@ def test_feeder_takes_no_job_while_flushing(when):
         ctx.set(_value(dut.job.payload), pack(job_layout(p), payload))
 
     async def bench(ctx):
-        ctx.set(dut.run.msg.dtype, DType.FP16)
-        for i in range(f.ports):
-            ctx.set(dut.rd.avail[i], p.slot_flits)
-        ctx.set(dut.wb_job.ready, 1)
+        _feeder_all_arrived(ctx, dut, p)
         ctx.set(dut.dp.ready, 1)
         if when == "last_flit":
             await offer(ctx, job)
@@ -828,10 +831,7 @@ def test_feeder_offers_a_flit_without_waiting_for_ready():
     job = dict(slot=0, rmask=0b0101, wmask=0b1111, dst_off=0, bytes=4 * f.flit_bytes, last=1)
 
     async def bench(ctx):
-        ctx.set(dut.run.msg.dtype, DType.FP16)
-        for i in range(f.ports):
-            ctx.set(dut.rd.avail[i], p.slot_flits)
-        ctx.set(dut.wb_job.ready, 1)
+        _feeder_all_arrived(ctx, dut, p)
         ctx.set(dut.dp.ready, 0)
         ctx.set(dut.job.valid, 1)
         ctx.set(_value(dut.job.payload), pack(job_layout(p), job))
