@@ -57,6 +57,7 @@ def replay_command(args):
 def run(args):
     """``scin soak``: run the soak ``args`` describe; print its summary (text or ``--json``)."""
     from ..sim.allreduce import parse_size
+    from ..sim.coverage import report_lines
     from ..sim.soak import SoakConfig, run_soak
     cfg = SoakConfig(count=args.count, seed=args.seed, endpoints=args.endpoints, sim=args.sim,
                      fault_rate=args.fault_rate, traffic_rate=args.traffic_rate,
@@ -82,6 +83,8 @@ def run(args):
     print("  ISA counters: " + ", ".join(f"{k}={v}" for k, v in c.items() if v))
     if any(summary["switch_errors"]):
         print(f"  switch port error counters: {summary['switch_errors']}")
+    for line in report_lines(summary["coverage"]):
+        print(f"  {line}")
     for line in summary["failures"]:
         print(f"  FAIL: {line}")
     print(f"result: {'PASS' if summary['passed'] else 'FAIL'} (replay: {replay_command(args)}; "

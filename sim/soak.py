@@ -54,7 +54,7 @@ from .allreduce import (CollectiveConfig, memory_map, expected_images, write_mem
 from .collective_buffers import Buffers
 
 __all__ = ["SoakConfig", "make_plan", "run_soak", "verify", "expected_window", "FAULTS", "OPS",
-           "BAD_DESC_KINDS"]
+           "BAD_DESC_KINDS", "plan_coverage"]
 
 FAULTS = ("none", "decerr", "bad_desc")
 #: The operations the soak draws: the golden model's data operations, and barrier.
@@ -326,6 +326,20 @@ def make_plan(cfg):
     return plan, images, expected
 
 
+def plan_coverage(plan, expected, endpoints, flit_bytes):
+    """The functional coverage (:mod:`.coverage`) of the collectives of a plan (:func:`make_plan`'s
+    ``plan`` and ``expected``): one hit per collective in the bin of each axis and cross."""
+    from ..hdl.isa import FlagMode
+    from .coverage import Coverage, bins_of
+    faults = ("none", "decerr") + tuple(f"bad_desc:{k}" for k in BAD_DESC_KINDS)
+    cov = Coverage(faults, FAULT_OPS)
+    for coll, e in zip(plan["collectives"], expected):
+        mode = FlagMode(coll["desc"]["flag_mode"]).name.lower()
+        cov.add(bins_of(e["op"], e["dtype"], mode, e["size"], e["members"], e["in_place"],
+                        e["fault"], e["bad_kind"], endpoints=endpoints, flit_bytes=flit_bytes))
+    return cov
+
+
 def expected_window(e, i):
     """The bytes collective ``e`` (an entry of :func:`make_plan`'s ``expected``) must leave in
     endpoint ``i``'s window, or None where they are not checked (a DECERR fault's members). A
@@ -373,7 +387,8 @@ def run_soak(cfg, log=print):
     summary.update(seed=cfg.seed, count=cfg.count, endpoints=n, sim=cfg.sim,
                    wall_seconds=round(wall, 1), run_dir=str(run_dir),
                    cycles=result["cycles"], counters=result["counters"],
-                   switch_errors=result["switch_errors"])
+                   switch_errors=result["switch_errors"],
+                   coverage=plan_coverage(plan, expected, n, fb).as_dict())
     return summary
 
 

@@ -51,6 +51,9 @@ def test_soak_short(sim, count, max_size, seed, ops):
     assert summary["counters"]["collectives"] >= count
     # The isolation check ran: some collective left an endpoint out, and its memory was looked at.
     assert summary["isolation_checks"] > 0, summary
+    # The functional coverage counts what ran: every operation drawn fills its bin.
+    cov = summary["coverage"]
+    assert cov["axes"]["op"]["filled"] == len(ops) and 0 < cov["filled"] <= cov["total"], cov
 
 
 def test_two_groups_of_four_on_eight_ports():
