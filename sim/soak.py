@@ -326,17 +326,20 @@ def make_plan(cfg):
     return plan, images, expected
 
 
-def plan_coverage(plan, expected, endpoints, flit_bytes):
+def plan_coverage(plan, expected):
     """The functional coverage (:mod:`.coverage`) of the collectives of a plan (:func:`make_plan`'s
-    ``plan`` and ``expected``): one hit per collective in the bin of each axis and cross."""
+    ``plan`` and ``expected``, the collectives the soak runs and :func:`verify` checks): one hit
+    per collective in the bin of each axis and cross; sizes are classed against the plan's flit
+    and wave-table capacity."""
     from ..hdl.isa import FlagMode
     from .coverage import Coverage, bins_of
     faults = ("none", "decerr") + tuple(f"bad_desc:{k}" for k in BAD_DESC_KINDS)
     cov = Coverage(faults, FAULT_OPS)
-    for coll, e in zip(plan["collectives"], expected):
+    for coll, e in zip(plan["collectives"], expected, strict=True):
         mode = FlagMode(coll["desc"]["flag_mode"]).name.lower()
         cov.add(bins_of(e["op"], e["dtype"], mode, e["size"], e["members"], e["in_place"],
-                        e["fault"], e["bad_kind"], endpoints=endpoints, flit_bytes=flit_bytes))
+                        e["fault"], e["bad_kind"], endpoints=plan["endpoints"],
+                        flit_bytes=plan["flit_width"] // 8, capacity=plan["capacity"]))
     return cov
 
 
@@ -388,7 +391,7 @@ def run_soak(cfg, log=print):
                    wall_seconds=round(wall, 1), run_dir=str(run_dir),
                    cycles=result["cycles"], counters=result["counters"],
                    switch_errors=result["switch_errors"],
-                   coverage=plan_coverage(plan, expected, n, fb).as_dict())
+                   coverage=plan_coverage(plan, expected).as_dict())
     return summary
 
 
