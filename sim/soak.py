@@ -326,20 +326,17 @@ def make_plan(cfg):
     return plan, images, expected
 
 
-def plan_coverage(plan, expected):
+def plan_coverage(plan, expected, endpoints, flit_bytes):
     """The functional coverage (:mod:`.coverage`) of the collectives of a plan (:func:`make_plan`'s
-    ``plan`` and ``expected``, the collectives the soak runs and :func:`verify` checks): one hit
-    per collective in the bin of each axis and cross; sizes are classed against the plan's flit
-    and wave-table capacity."""
+    ``plan`` and ``expected``): one hit per collective in the bin of each axis and cross."""
     from ..hdl.isa import FlagMode
     from .coverage import Coverage, bins_of
     faults = ("none", "decerr") + tuple(f"bad_desc:{k}" for k in BAD_DESC_KINDS)
     cov = Coverage(faults, FAULT_OPS)
-    for coll, e in zip(plan["collectives"], expected, strict=True):
+    for coll, e in zip(plan["collectives"], expected):
         mode = FlagMode(coll["desc"]["flag_mode"]).name.lower()
         cov.add(bins_of(e["op"], e["dtype"], mode, e["size"], e["members"], e["in_place"],
-                        e["fault"], e["bad_kind"], endpoints=plan["endpoints"],
-                        flit_bytes=plan["flit_width"] // 8, capacity=plan["capacity"]))
+                        e["fault"], e["bad_kind"], endpoints=endpoints, flit_bytes=flit_bytes))
     return cov
 
 
@@ -391,7 +388,7 @@ def run_soak(cfg, log=print):
                    wall_seconds=round(wall, 1), run_dir=str(run_dir),
                    cycles=result["cycles"], counters=result["counters"],
                    switch_errors=result["switch_errors"],
-                   coverage=plan_coverage(plan, expected).as_dict())
+                   coverage=plan_coverage(plan, expected, n, fb).as_dict())
     return summary
 
 
