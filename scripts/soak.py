@@ -30,6 +30,14 @@ def add_arguments(p):
     p.add_argument("--in-order", action="store_true",
                    help="memories answer reads in order (default: reordered across IDs)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.add_argument("--coverage-report", metavar="FILE",
+                   help="also write the functional coverage (every bin's hits, every hole, the "
+                        "excluded bins with their reasons) to FILE as Markdown")
+    p.add_argument("--seeds", type=int, default=1, metavar="N",
+                   help="run N independent soaks, seeds SEED to SEED+N-1, as points on the "
+                        "executor below; one line per soak and a combined result (default: 1)")
+    from . import executor
+    executor.add_arguments(p, jobs_default=1, what="soaks (with --seeds)")
 
 
 def build_parser():
@@ -54,17 +62,89 @@ def replay_command(args):
     return " ".join(parts)
 
 
+def write_coverage_report(summary, path, command):
+    """Write the functional coverage of a soak ``summary`` (:func:`~scin.sim.soak.run_soak`'s) to
+    ``path`` as Markdown, headed by the ``command`` that reproduces it and whether it passed."""
+    from pathlib import Path
+    from ..sim.coverage import report_markdown
+    verdict = "passed" if summary["passed"] else "FAILED"
+    text = report_markdown(summary["coverage"], title=f"Functional coverage of `{command}`",
+                           note=f"Every collective counted was run and checked: the soak "
+                                f"{verdict} ({summary['wall_seconds']} s wall).")
+    Path(path).write_text(text)
+
+
+def soak_point(settings):
+    """One soak of :class:`~scin.sim.soak.SoakConfig` keywords ``settings``, quietly: its
+    summary. A point of ``--seeds`` (module level, so a Dask worker can import it)."""
+    from ..sim.soak import SoakConfig, run_soak
+    return run_soak(SoakConfig(**settings), log=lambda *a: None)
+
+
+def run_seeds(args, settings):
+    """``--seeds N``: N soaks from seeds ``args.seed`` on, on the executor ``args`` selects; one
+    line per soak as it ends, then the combined result. Exit status 0 when every soak passed, 1
+    when one failed a check, 2 when one could not run (its error is printed; the others finish)."""
+    import argparse
+    from . import executor
+    from .cli import CommandError
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    summaries, errors = {}, []
+    progress = executor.Progress(len(seeds), "scin soak")
+    out = sys.stderr if args.json else sys.stdout   # --json: standard output holds the JSON only
+    say = lambda text: progress.log(lambda t: print(t, file=out, flush=True), text)
+
+    def done(index, point, summary):
+        summaries[seeds[index]] = summary
+        one = argparse.Namespace(**{**vars(args), "seed": seeds[index]})
+        say(f"seed {seeds[index]}: {'PASS' if summary['passed'] else 'FAIL'}, "
+            f"{summary['count']} collectives, {summary['cycles']} cycles, "
+            f"{summary['wall_seconds']} s (replay: {replay_command(one)})")
+        for line in summary["failures"][:5]:
+            say(f"  FAIL: {line}")
+
+    def failed(index, point, exc):
+        errors.append(seeds[index])
+        say(f"seed {seeds[index]}: error: {type(exc).__name__}: {exc}")
+
+    executor.run_points(soak_point, [({**settings, "seed": s},) for s in seeds], args, done,
+                        failed, label="soak", progress=progress)
+    passed = all(s["passed"] for s in summaries.values())
+    if args.json:
+        print(json.dumps({"passed": passed and not errors, "seeds": seeds, "errors": errors,
+                          "runs": [summaries[s] for s in seeds if s in summaries]}))
+    print(f"result: {'PASS' if passed and not errors else 'FAIL'} ({len(summaries)} of "
+          f"{len(seeds)} soaks ran, {sum(s['passed'] for s in summaries.values())} passed)",
+          file=sys.stderr if args.json else sys.stdout)
+    if errors:
+        raise CommandError(f"{len(errors)} soak(s) could not run (seeds "
+                           f"{', '.join(map(str, errors))})")
+    return 0 if passed else 1
+
+
 def run(args):
     """``scin soak``: run the soak ``args`` describe; print its summary (text or ``--json``)."""
     from ..sim.allreduce import parse_size
     from ..sim.coverage import report_lines
     from ..sim.soak import SoakConfig, run_soak
-    cfg = SoakConfig(count=args.count, seed=args.seed, endpoints=args.endpoints, sim=args.sim,
-                     fault_rate=args.fault_rate, traffic_rate=args.traffic_rate,
-                     reorder=not args.in_order, max_size=parse_size(args.max_size),
-                     groups=args.groups)
+    from . import executor
+    executor.check_arguments(args)
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be at least 1, not {args.seeds}")
+    settings = dict(count=args.count, seed=args.seed, endpoints=args.endpoints, sim=args.sim,
+                    fault_rate=args.fault_rate, traffic_rate=args.traffic_rate,
+                    reorder=not args.in_order, max_size=parse_size(args.max_size),
+                    groups=args.groups)
+    cfg = SoakConfig(**settings)   # checks the parameters before anything runs
+    if args.seeds > 1:
+        if args.coverage_report:
+            raise ValueError("--coverage-report takes one soak: coverage of several seeds is "
+                             "not merged (run each seed with it)")
+        return run_seeds(args, settings)
     log = (lambda *a: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
     summary = run_soak(cfg, log=log)
+    if args.coverage_report:
+        write_coverage_report(summary, args.coverage_report, replay_command(args))
     if args.json:
         print(json.dumps(summary))
         return 0 if summary["passed"] else 1

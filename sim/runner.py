@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .toolchain import BUILD_ROOT, REPO_ROOT, VERILATOR_MAKE_VARS, have_icarus, setup_environment
+from . import hdl_coverage
 
 
 __all__ = ["SIMULATORS", "SimulationError", "verilog_for", "run_cocotb", "hdl_fingerprint",
@@ -132,14 +133,24 @@ def verilog_for(make_component, top, config_key):
     """
     from scin.hdl.toplevel import convert
     setup_environment()
-    key = hashlib.sha256(f"{top}\0{config_key}\0{hdl_fingerprint()}".encode()).hexdigest()[:16]
+    fingerprint = hdl_fingerprint()
+    coverage = hdl_coverage.enabled()
+    if coverage:
+        # Source locations in the Verilog: a moved line is another Verilog (hdl_coverage).
+        fingerprint += f"\0coverage\0{hdl_coverage.source_fingerprint()}"
+    key = hashlib.sha256(f"{top}\0{config_key}\0{fingerprint}".encode()).hexdigest()[:16]
     path = BUILD_ROOT / "verilog" / f"{top}-{key}.v"
     with _locked(path.with_suffix(".lock")):
         if not path.exists():
             component = make_component()
             # Not verilog.convert(component): it rejects the constant ``ready`` of always_ready
             # streams (credit links); see hdl/toplevel.py.
-            _atomic_write(path, convert(component, name=top, emit_src=False))
+            if coverage:
+                with hdl_coverage.annotated_conversion():
+                    text = convert(component, name=top, emit_src=True)
+            else:
+                text = convert(component, name=top, emit_src=False)
+            _atomic_write(path, text)
     return path
 
 
@@ -227,7 +238,9 @@ def simulation_sources(verilog_path, top):
 def build_flags(sim):
     """The flags a ``sim`` build is made with (beyond cocotb's own): part of the build key."""
     if sim == "verilator":
-        return VERILATOR_WAIVERS + ["-O3", "--x-assign", "fast", "--x-initial", "fast", "--no-timing"]
+        flags = VERILATOR_WAIVERS + ["-O3", "--x-assign", "fast", "--x-initial", "fast", "--no-timing"]
+        # SCIN_COVERAGE=1: line and toggle coverage (sim/hdl_coverage.py), a model of its own.
+        return flags + hdl_coverage.COVERAGE_FLAGS if hdl_coverage.enabled() else flags
     return []
 
 
@@ -345,6 +358,9 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
     plusargs = list(plusargs)
     if waves and sim == "icarus":
         plusargs.append(f"+dumpfile_path={test_dir / (top + '.fst')}")
+    if sim == "verilator" and hdl_coverage.enabled():
+        # Each run's counts in a file of its own under .build/coverage/, for `scin coverage`.
+        plusargs.append(hdl_coverage.data_plusarg(BUILD_ROOT, top, build_dir, test_module, testcase))
     # The language is given: a runner whose build was skipped cannot guess it from its sources.
     results = runner.test(test_module=test_module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
                           testcase=testcase, seed=seed,

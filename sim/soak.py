@@ -35,7 +35,9 @@ are loaded through the file backdoor at time 0, collectives run in batches of up
 ``sync_resources`` descriptors (descriptor ``j`` of a batch on sync resource ``j``), and the
 memories are dumped at the end. :func:`verify` then checks every collective, every
 non-participant's untouched window and flag (isolation) and every ordinary write, and returns the
-summary. ``sim/testbench/soak_bench.py`` is the simulator side.
+summary, whose ``coverage`` (:func:`plan_coverage`, :mod:`.coverage`) puts every collective run
+and checked in its bins of the collective space and lists the holes. ``sim/testbench/soak_bench.py``
+is the simulator side.
 """
 
 import json
@@ -52,6 +54,7 @@ from . import numerics
 from .allreduce import (CollectiveConfig, memory_map, expected_images, write_memh, read_memh,
                         plan_params, region_image, flit_loads, ROOTED_OPS, _runs_dir)
 from .collective_buffers import Buffers
+from .coverage import SHARDED, Coverage, bins_of
 
 __all__ = ["SoakConfig", "make_plan", "run_soak", "verify", "expected_window", "FAULTS", "OPS",
            "BAD_DESC_KINDS", "plan_coverage"]
@@ -72,8 +75,7 @@ BAD_DESC_KINDS = ("misaligned", "root_not_a_rank", "zero_length", "shard_not_who
 #: descriptor, a barrier's too. DECERR needs reads.
 FAULT_OPS = {"none": OPS, "decerr": numerics.OPS, "bad_desc": numerics.OPS,
              "bad_op": OPS, "absent_port": OPS, "root_not_a_rank": ROOTED_OPS,
-             "shard_not_whole_flits": ("reduce-scatter", "allgather")}
-SHARDED = ("reduce-scatter", "allgather")
+             "shard_not_whole_flits": SHARDED}
 IN_PLACE_SHARE = 0.3
 MEM_SIZE = 4 << 20
 SCRATCH = 3 << 20            # ordinary writes land in the top MiB, 4 KiB per write
@@ -326,17 +328,22 @@ def make_plan(cfg):
     return plan, images, expected
 
 
-def plan_coverage(plan, expected, endpoints, flit_bytes):
+def plan_coverage(plan, expected):
     """The functional coverage (:mod:`.coverage`) of the collectives of a plan (:func:`make_plan`'s
-    ``plan`` and ``expected``): one hit per collective in the bin of each axis and cross."""
+    ``plan`` and ``expected``, the collectives the soak runs and :func:`verify` checks): one hit
+    per collective in the bin of each axis and cross; sizes are classed against the plan's flit
+    and wave-table capacity."""
     from ..hdl.isa import FlagMode
-    from .coverage import Coverage, bins_of
-    faults = ("none", "decerr") + tuple(f"bad_desc:{k}" for k in BAD_DESC_KINDS)
-    cov = Coverage(faults, FAULT_OPS)
-    for coll, e in zip(plan["collectives"], expected):
+    # A write error is a fault class of the space the soak does not draw (its DECERR is on the
+    # reads; tb/test_faults.py injects write errors, directed): a hole by construction, listed so
+    # that the report says so.
+    faults = ("none", "decerr", "decerr_write") + tuple(f"bad_desc:{k}" for k in BAD_DESC_KINDS)
+    cov = Coverage(faults, {**FAULT_OPS, "decerr_write": numerics.OPS}, plan["endpoints"])
+    for coll, e in zip(plan["collectives"], expected, strict=True):
         mode = FlagMode(coll["desc"]["flag_mode"]).name.lower()
         cov.add(bins_of(e["op"], e["dtype"], mode, e["size"], e["members"], e["in_place"],
-                        e["fault"], e["bad_kind"], endpoints=endpoints, flit_bytes=flit_bytes))
+                        e["fault"], e["bad_kind"], endpoints=plan["endpoints"],
+                        flit_bytes=plan["flit_width"] // 8, capacity=plan["capacity"]))
     return cov
 
 
@@ -388,7 +395,7 @@ def run_soak(cfg, log=print):
                    wall_seconds=round(wall, 1), run_dir=str(run_dir),
                    cycles=result["cycles"], counters=result["counters"],
                    switch_errors=result["switch_errors"],
-                   coverage=plan_coverage(plan, expected, n, fb).as_dict())
+                   coverage=plan_coverage(plan, expected).as_dict())
     return summary
 
 

@@ -18,8 +18,11 @@ LONG_TESTS = [
     "tb/test_soak.py::test_soak_short",
     "tb/test_faults.py::test_system_faults",
     "tb/test_datapath.py::test_datapath[icarus-",
-    "tb/test_formal.py::test_property[credit_order]",                    # bmc to 12, ~150 s
-    "tb/test_formal.py::test_property[credit_link_l3:cover]",            # ~50 s
+    "tb/test_package.py",                                                 # six tops packaged and linted
+    "tb/test_formal.py::test_property[credit_link_l3:cover]",            # ~50-60 s
+    "tb/test_formal.py::test_property[contract_bridge]",                 # bmc to 10, ~40-80 s
+    "tb/test_formal.py::test_property[write_tags]",                      # k-induction, ~33 s
+    "tb/test_formal.py::test_property[credit_order]",                    # bmc to 12, ~21-32 s
     "tb/test_lint.py::test_block_lints_clean[system]",
     "tb/test_lint.py::test_block_passes_yosys_check[system]",
 ]

@@ -8,7 +8,7 @@ after a change of neither the harness nor the block costs no solver time.
 import re
 
 import pytest
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Fragment, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
@@ -58,6 +58,7 @@ def test_property_names_are_checked():
     props.spec(m, "ok_name", Signal())
     with pytest.raises(ValueError, match="both as spec and cover"):
         props.cover(m, "ok_name", Signal())
+    Fragment.get(m, None)  # elaborated: Amaranth warns of a Module never used
 
 
 class _Contradiction(wiring.Component):
@@ -122,3 +123,29 @@ def test_every_json_key_is_in_the_cli_doc():
     named = set(re.findall(r"`(\w+)`", section))
     keys = set(formal.result_dict(formal.Result("c", "proved", True, 0.0)))
     assert keys | {"passed", "seconds", "checks"} <= named, sorted(keys - named)
+
+
+def test_a_timeout_kills_the_solver_too(tmp_path, monkeypatch):
+    """smtbmc runs z3 as a child: a timeout must end both (a killed smtbmc once left z3 solving
+    for 20 minutes)."""
+    import os
+    import time
+    tool = tmp_path / "fake-smtbmc"
+    tool.write_text("#!/bin/sh\nsleep 60 &\necho $! > solver.pid\nwait\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(formal, "_tool", lambda name, env: str(tool))
+    monkeypatch.setattr(formal, "TIMEOUT", 1)
+    status, log, seconds = formal._smtbmc(tmp_path, "bmc1", [], dict(os.environ))
+    assert status == "TIMEOUT" and seconds < 30
+    pid = int((tmp_path / "solver.pid").read_text())
+    for _ in range(50):                 # the kill is asynchronous; a zombie counts as gone
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().split()[2] == "Z":
+                    break
+        except (ProcessLookupError, FileNotFoundError):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the solver outlived its timeout")

@@ -648,6 +648,57 @@ def test_wave_table_stores_expected_responses_and_drops_stale_tags(mode):
     _run(dut, bench)
 
 
+
+def test_wave_table_rearm_drops_the_rest_of_an_overlong_response():
+    """A response longer than a slot (a faulty endpoint) must not end the slot's next use. The
+    feeder takes a slot as complete at a slot's worth of flits and the issuer may re-arm it while
+    the tail is still coming; the tail's ``last`` then marked the new use ended before its own
+    response came, so the feeder would have reduced stale data. Found by the wave table's formal
+    harness (docs/VERIFICATION.md)."""
+    p = IsaParams()
+    f = p.fabric
+    dut = WaveTable(p)
+    sf = p.slot_flits
+    slot, seq = 1, 3
+
+    async def arm(ctx, tag_seq):
+        ctx.set(_value(dut.arm.payload), pack(dut.arm.payload.shape(),
+                                              dict(slot=slot, mask=0b0001, scales=0, seq=tag_seq)))
+        ctx.set(dut.arm.valid, 1)
+        await ctx.tick()
+        ctx.set(dut.arm.valid, 0)
+
+    async def send(ctx, flits):
+        for flit in flits:
+            ctx.set(dut.rdata[0].valid, 1)
+            ctx.set(_value(dut.rdata[0].payload), flit)
+            await ctx.tick()
+        ctx.set(dut.rdata[0].valid, 0)
+
+    async def bench(ctx):
+        ctx.set(dut.rd.slot, slot)
+        await arm(ctx, seq)
+        assert ctx.get(dut.rd.avail[0]) == 0
+        # A slot's worth of data flits and two more, the last two held back.
+        flits = _packet(f, list(range(1, sf + 3)), opcode=Opcode.READ_RESP,
+                        msg_class=MsgClass.RDATA, inc=1, src=0, length=f.max_payload,
+                        tag=read_tag(p, slot, ReadKind.DATA, seq))
+        await send(ctx, flits[:1 + sf])
+        assert ctx.get(dut.rd.avail[0]) == sf          # the feeder may take the slot now
+        await arm(ctx, seq + 1)                         # ... and the issuer re-arm it
+        assert ctx.get(dut.rd.avail[0]) == 0
+        await send(ctx, flits[1 + sf:])                 # the tail, `last` included
+        assert ctx.get(dut.rd.avail[0]) == 0, "the old response's tail ended the new use"
+        # The new use's own response fills and ends it.
+        await send(ctx, _packet(f, [7, 8], opcode=Opcode.READ_RESP, msg_class=MsgClass.RDATA,
+                                inc=1, src=0, length=2 * f.flit_bytes,
+                                tag=read_tag(p, slot, ReadKind.DATA, seq + 1)))
+        assert ctx.get(dut.rd.avail[0]) == sf
+        assert ctx.get(dut.counters.unknown_tags) == 0
+
+    _run(dut, bench)
+
+
 # -- feeder ---------------------------------------------------------------------------------------
 
 def _pattern(slot, flit, port):
@@ -904,6 +955,52 @@ def test_write_tags_accept_only_current_responses():
         assert not ctx.get(dut.outstanding)
         assert not await wresp(ctx, 1, tags[1])       # late: its entry was freed by the abort
         assert ctx.get(dut.counters.unknown_wresps) == 7
+
+    _run(dut, bench)
+
+
+def test_write_tags_never_reuse_an_entry_a_port_outside_the_mask_still_owes():
+    """An entry is free only when no port at all still owes its response. Found by the formal
+    harness of the write tags: with ``free`` checked only at the ports of the next write's mask,
+    a write to port 0 alone reused entry 0 while port 1 still owed the write before it; port 1's
+    correct response then carried the previous round's ``seq``, was dropped as unknown, and its
+    entry stayed outstanding until the watchdog."""
+    p = IsaParams()
+    f = p.fabric
+    dut = WriteTags(p)
+
+    async def step(ctx, start=0, port=None, tag=None):
+        ctx.set(dut.start, start)
+        if port is not None:
+            ctx.set(dut.wresp[port].valid, 1)
+            ctx.set(_value(dut.wresp[port].payload),
+                    _flit(f, f.pack_header(opcode=Opcode.WRITE_RESP, msg_class=MsgClass.WRESP,
+                                           inc=1, src=port, tag=tag), 1))
+        progress = ctx.get(dut.progress)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        if port is not None:
+            ctx.set(dut.wresp[port].valid, 0)
+        return progress
+
+    async def bench(ctx):
+        ctx.set(dut.mask, 0b11)
+        tag0 = ctx.get(_value(dut.tag))
+        await step(ctx, start=1)                        # write 0 to ports 0 and 1
+        assert await step(ctx, port=0, tag=tag0)       # port 0 answers; port 1 still owes it
+        ctx.set(dut.mask, 0b01)
+        for n in range(1, 32):                          # writes 1..31 to port 0 alone
+            assert ctx.get(dut.free)
+            tag = ctx.get(_value(dut.tag))
+            await step(ctx, start=1)
+            assert await step(ctx, port=0, tag=tag)
+        # Entry 0 comes round again: port 1 still owes write 0, so it is not free.
+        assert ctx.get(_value(dut.tag)) == write_tag(p, 32)
+        assert not ctx.get(dut.free)
+        assert await step(ctx, port=1, tag=tag0)       # accepted, not counted as unknown
+        assert ctx.get(dut.free)
+        assert ctx.get(dut.counters.unknown_wresps) == 0
+        assert not ctx.get(dut.outstanding)
 
     _run(dut, bench)
 

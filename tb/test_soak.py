@@ -51,9 +51,14 @@ def test_soak_short(sim, count, max_size, seed, ops):
     assert summary["counters"]["collectives"] >= count
     # The isolation check ran: some collective left an endpoint out, and its memory was looked at.
     assert summary["isolation_checks"] > 0, summary
-    # The functional coverage counts what ran: every operation drawn fills its bin.
+    # The functional coverage counts what ran and was checked: every collective once per axis
+    # it has, every operation drawn in its bin.
     cov = summary["coverage"]
-    assert cov["axes"]["op"]["filled"] == len(ops) and 0 < cov["filled"] <= cov["total"], cov
+    assert cov["collectives"] == count and cov["axes"]["op"]["filled"] == len(ops), cov
+    assert {op: n for op, n in cov["axes"]["op"]["hits"].items() if n} == \
+        {op: c["ok"] for op, c in summary["ops"].items()}
+    assert sum(cov["axes"]["fault"]["hits"].values()) == count
+    assert 0 < cov["filled"] <= cov["total"] and cov["holes"] == cov["total"] - cov["filled"]
 
 
 def test_two_groups_of_four_on_eight_ports():

@@ -8,9 +8,9 @@ from ..isa.barrier import BarrierManager
 from ..isa.descriptor import IsaParams
 from ..isa.interfaces import GENERATION_BITS, BarrierQuery, block_counters_layout
 from ..packet import FabricParams, MsgClass, Opcode, Status
-from ..params import check_choice, check_int
+from ..params import check_int
 from ..transport import packet_signature
-from .properties import OpenBlock, Properties, stream_contract
+from .properties import check_broken, OpenBlock, Properties, stream_contract
 
 
 __all__ = ["BarrierHarness"]
@@ -80,8 +80,7 @@ class BarrierHarness(wiring.Component):
 
     def __init__(self, *, ports=3, sync_resources=3, invariants=True, broken=None):
         check_int("ports", ports, 2, 8)
-        if broken is not None:
-            check_choice("broken", broken, self.BROKEN)
+        check_broken(broken, self.BROKEN)
         fabric = FabricParams.default_for(64, ports=ports)
         self._params = IsaParams(fabric=fabric, capacity=fabric.max_payload, waves=1,
                                  descriptors=1, sync_resources=sync_resources)

@@ -5,9 +5,9 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from ..packet import FabricParams, NUM_CLASSES
-from ..params import check_choice, check_int
+from ..params import check_int
 from ..transport import CreditRx, CreditTx, Link, packet_signature, check_credits
-from .properties import OpenBlock, Properties, stream_contract
+from .properties import check_broken, OpenBlock, Properties, stream_contract
 
 
 __all__ = ["CreditLinkHarness", "FORMAL_FABRIC"]
@@ -37,10 +37,11 @@ class CreditLinkHarness(wiring.Component):
     * ``link_delivers_only_what_was_sent`` (flits and credits): nothing arrives at either end of
       the link that was not sent into it.
     * ``rx_contract``: every receive stream keeps the stream contract.
-    * (with ``track_order``) ``in_order``: within a class, flits leave the receiver in the order
-      they entered the sender, none lost and none duplicated. The environment numbers each class's
-      flits in the low 8 data bits (1, 2, 3, ...; the transport never reads a data bit, so the
-      numbering restricts no behaviour of it) and the harness checks the numbers coming out.
+
+    With ``track_order`` the harness states one property instead, ``in_order`` (the others are
+    proved unbounded without it): within a class, flits leave the receiver in the order they
+    entered the sender, none lost, duplicated or made up, checked on one symbolic tracked flit of
+    class 0 (:meth:`_track`).
 
     Invariants (the induction's strengthening): ``credit_conservation``, every credit is in
     exactly one place, ``available + flits in flight + queued + credits in flight == C``
@@ -54,10 +55,8 @@ class CreditLinkHarness(wiring.Component):
     ``queue_full`` (all ``C`` flits queued at the receiver: the whole window at once),
     ``credit_reused`` (a class has sent more than ``C`` flits: a credit came home and was spent
     again), ``classes_interleaved`` (flits of two classes on the link in consecutive cycles), and
-    with ``track_order`` ``reused_credit_delivered`` (flit ``C + 1`` delivered: the bounded
-    check's depth must reach it). With ``track_order`` the environment also keeps every data bit
-    above the number at 0 and two classes idle, which restricts nothing the transport does (it
-    reads no data bit, and its classes are copies of one another) and keeps the check to minutes.
+    with ``track_order`` ``reused_credit_delivered`` (the tracked flit, sent on a credit that
+    came home, delivered: the bounded check's depth must reach it).
 
     Parameters
     ----------
@@ -68,17 +67,20 @@ class CreditLinkHarness(wiring.Component):
     invariants : bool
         State the invariants (for k-induction); broken variants leave them out.
     track_order : bool
-        Number the flits and check their order (``in_order``). The numbers sit in the receive
-        queues' block RAM, which no invariant reaches, so this is for bounded checks.
+        Check the order of delivery (``in_order``) alone. The tracked flit sits in the receive
+        queues' memory, which no invariant reaches, so this is for bounded checks.
     broken : None or str
-        A deliberately broken variant, which the flow must show failing
-        ``credits_within_free_space`` and ``no_overflow``:
+        A deliberately broken variant, which the flow must show failing one of its target
+        properties (``PROPERTY_SETS`` in ``sim/formal.py``):
 
         * ``"ignores_credits"``: the sender's credit counters are tied to ``credits``
           (:meth:`OpenBlock.tie`), so it sends whenever it has a flit, as if it had no credit
           check;
         * ``"excess_credits"``: the sender starts with ``credits + 1`` credits against a queue of
-          ``credits`` (a mis-sized peer).
+          ``credits`` (a mis-sized peer);
+        * ``"stuck_read_pointer"`` (for ``track_order``, which must show ``in_order`` failing):
+          the class-0 receive queue's read pointer is tied to 0, so it reads its first entry
+          again and again (a FIFO that forgets to advance).
 
     Members
     -------
@@ -89,15 +91,14 @@ class CreditLinkHarness(wiring.Component):
 
     """
 
-    BROKEN = ("ignores_credits", "excess_credits")
+    BROKEN = ("ignores_credits", "excess_credits", "stuck_read_pointer")
 
     def __init__(self, *, credits=3, latency=1, invariants=True, track_order=False, broken=None):
         self._credits = check_credits(credits)
         self._latency = check_int("latency", latency, 1)
         self._invariants = bool(invariants)
         self._track_order = bool(track_order)
-        if broken is not None:
-            check_choice("broken", broken, self.BROKEN)
+        check_broken(broken, self.BROKEN)
         self._broken = broken
         self.properties = Properties(invariants=self._invariants)
         sig = packet_signature(FORMAL_FABRIC)
@@ -120,6 +121,8 @@ class CreditLinkHarness(wiring.Component):
         m.submodules.link = link = Link(params, L)
         crx = CreditRx(params, C)
         m.submodules.crx = crx_open = OpenBlock(crx, platform)
+        if self._broken == "stuck_read_pointer":
+            crx_open.tie("queue0.consume", 0)
         for c in range(NUM_CLASSES):
             connect(m, flipped(self.tx[c]), ctx.i[c])
             connect(m, crx.o[c], flipped(self.rx[c]))
@@ -132,16 +135,21 @@ class CreditLinkHarness(wiring.Component):
             link.b.rx_credit.payload.eq(crx.rx_credit.payload),
         ]
 
-        p.spec(m, "no_overflow", ~crx.overflow)
-        p.spec(m, "no_credit_error", ~ctx.credit_error)
-        # A flit counter wide enough for two windows: the covers count past C.
-        width = (4 * C + 2 * L + 8).bit_length()
-        for c in range(NUM_CLASSES):
-            self._class_properties(m, c, ctx, link, crx, crx_open, width)
+        if self._track_order:
+            # The in-order check states in_order alone: every other property is proved
+            # unbounded, for the same credits and latency, by the set credit_link.
+            for c in range(NUM_CLASSES):
+                stream_contract(m, p, self.tx[c], f"tx{c}", drives="environment")
+                self._track(m, c, self._cover_window(m, c, ctx, crx_open))
+        else:
+            p.spec(m, "no_overflow", ~crx.overflow)
+            p.spec(m, "no_credit_error", ~ctx.credit_error)
+            for c in range(NUM_CLASSES):
+                self._class_properties(m, c, ctx, link, crx, crx_open)
         self._cover_interleave(m, ctx)
         return m
 
-    def _class_properties(self, m, c, ctx, link, crx, crx_open, width):
+    def _class_properties(self, m, c, ctx, link, crx, crx_open):
         p, C, L = self.properties, self._credits, self._latency
         stream_contract(m, p, self.tx[c], f"tx{c}", drives="environment")
         stream_contract(m, p, self.rx[c], f"rx{c}", drives="block")
@@ -175,36 +183,68 @@ class CreditLinkHarness(wiring.Component):
         p.spec(m, "credits_within_free_space", flits <= C)
         p.invariant(m, "credit_conservation", total == C)
 
+        self._cover_window(m, c, ctx, crx_open)
+
+    def _cover_window(self, m, c, ctx, crx_open):
+        """The covers of a class's credit window; returns ``(sent, sent_count)``: the class's
+        flit accepted by the sender in this cycle, and the number accepted before it."""
+        p, C, L = self.properties, self._credits, self._latency
+        sent = ctx.i[c].valid & ctx.i[c].ready
+        # A flit counter wide enough for two windows: the covers count past C.
+        width = (4 * C + 2 * L + 8).bit_length()
         sent_count = Signal(width, name=f"sent_count{c}")
         with m.If(sent & (sent_count != (1 << width) - 1)):
             m.d.sync += sent_count.eq(sent_count + 1)
-        p.cover(m, "window_exhausted", self.tx[c].valid & (available == 0))
-        p.cover(m, "queue_full", queued == C)
+        p.cover(m, "window_exhausted", self.tx[c].valid & (ctx.available[c] == 0))
+        p.cover(m, "queue_full", crx_open.probe(f"queue{c}.level") == C)
         p.cover(m, "credit_reused", sent_count > C)
+        return sent, sent_count
 
-        if self._track_order:
-            # Every other data bit is 0: the transport never reads a data bit, so this restricts
-            # none of its behaviour, and the solver does not carry 56 free bits through every
-            # queue entry. Two classes carry traffic, the others are idle: the classes' queues
-            # are copies of one another, and two are enough to interleave on the link.
-            data = self.tx[c].payload.data
-            p.assume(m, "tx_data_is_the_number", ~self.tx[c].valid | (data[8:] == 0))
+    def _track(self, m, c, counted):
+        """``in_order`` on class 0 with one symbolic tracked flit; the other classes' data at 0.
+
+        The environment may mark one class-0 flit (data bit 0; the solver chooses which, so the
+        bounded check covers every choice). The harness counts the flits sent before it that
+        have not yet left the receiver (``ahead``): the marked flit must leave when ``ahead`` is
+        0 (after every earlier flit, none lost), exactly once, and no unmarked flit may leave
+        when ``ahead`` is 0 before it (none made up, duplicated, or overtaking it). A flit lost,
+        duplicated or reordered at any position fails for the mark put at that position, in the
+        cycle a check that numbers every flit would fail, with one data bit through the queues
+        instead of a number."""
+        p, C = self.properties, self._credits
+        sent, sent_count = counted
+        tx, rx = self.tx[c], self.rx[c]
+        data = tx.payload.data
+        if c != 0:
+            # Class 1 carries traffic to interleave with class 0 on the link; classes 2 and 3
+            # are idle. The classes' queues and counters are copies of one another (one loop in
+            # CreditTx and CreditRx), and the transport never reads a data bit, so these
+            # assumptions restrict nothing it does; they keep the solver's state small.
+            p.assume(m, "tx_data_zero", ~tx.valid | (data == 0))
             if c >= 2:
-                p.assume(m, "two_classes_only", ~self.tx[c].valid)
-            # The environment numbers the flits it sends (1, 2, ...: 0 never appears, so an
-            # empty register read out by mistake shows); the receiver must deliver the same.
-            seq_in = Signal(8, init=1, name=f"seq_in{c}")
-            seq_out = Signal(8, init=1, name=f"seq_out{c}")
-            with m.If(sent):
-                m.d.sync += seq_in.eq(seq_in + 1)
-            with m.If(self.rx[c].valid & self.rx[c].ready):
-                m.d.sync += seq_out.eq(seq_out + 1)
-            p.assume(m, "tx_numbered", ~self.tx[c].valid | (self.tx[c].payload.data[:8] == seq_in))
-            p.spec(m, "in_order", ~self.rx[c].valid | (self.rx[c].payload.data[:8] == seq_out))
-            # The first flit sent on a credit that came home: the bounded check's depth must
-            # reach the cycle it is delivered (docs/VERIFICATION.md).
-            p.cover(m, "reused_credit_delivered",
-                    self.rx[c].valid & (self.rx[c].payload.data[:8] == C + 1))
+                p.assume(m, "two_classes_only", ~tx.valid)
+            return
+        p.assume(m, "tx_data_is_the_mark", ~tx.valid | (data[1:] == 0))
+        marked_in, marked_out = data[0], rx.payload.data[0]
+        mark_sent = Signal(name="mark_sent")
+        mark_delivered = Signal(name="mark_delivered")
+        mark_after_window = Signal(name="mark_after_window")
+        ahead = Signal(range(4 * C + 8), name="ahead")
+        p.assume(m, "one_mark", ~tx.valid | ~marked_in | ~mark_sent)
+        delivered = rx.valid & rx.ready
+        with m.If(sent & marked_in):
+            m.d.sync += [mark_sent.eq(1), mark_after_window.eq(sent_count >= C)]
+        with m.If(delivered & marked_out):
+            m.d.sync += mark_delivered.eq(1)
+        count_in = sent & ~marked_in & ~mark_sent
+        count_out = delivered & ~marked_out & ~mark_delivered & (ahead != 0)
+        m.d.sync += ahead.eq(ahead + count_in - count_out)
+        p.spec(m, "in_order", ~delivered | ~marked_out
+               | (mark_sent & ~mark_delivered & (ahead == 0)))
+        p.spec(m, "in_order", ~delivered | marked_out | mark_delivered | (ahead != 0))
+        # The mark on a flit sent on a credit that came home (flit C + 1 or later), delivered:
+        # the bounded check's depth must reach it (docs/VERIFICATION.md).
+        p.cover(m, "reused_credit_delivered", delivered & marked_out & mark_after_window)
 
     def _cover_interleave(self, m, ctx):
         p = self.properties

@@ -4,11 +4,11 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..params import check_choice, check_int
+from ..params import check_int
 from ..switch.arbiter import PacketArbiter
 from ..transport import packet_signature
 from .credit_link import FORMAL_FABRIC
-from .properties import OpenBlock, Properties, stream_contract
+from .properties import check_broken, OpenBlock, Properties, stream_contract
 
 
 __all__ = ["PacketArbiterHarness"]
@@ -68,8 +68,7 @@ class PacketArbiterHarness(wiring.Component):
 
     def __init__(self, *, n=3, invariants=True, broken=None):
         self._n = check_int("n", n, 2)
-        if broken is not None:
-            check_choice("broken", broken, self.BROKEN)
+        check_broken(broken, self.BROKEN)
         self._broken = broken
         self.properties = Properties(invariants=invariants)
         sig = packet_signature(FORMAL_FABRIC)

@@ -22,8 +22,10 @@ Two kinds of assertion are kept apart:
 from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Fragment, Signal
 from amaranth.hdl._ast import Assign, Switch
 
+from ..params import check_choice
 
-__all__ = ["Properties", "OpenBlock", "stream_contract", "PROPERTY_PREFIX"]
+
+__all__ = ["Properties", "OpenBlock", "stream_contract", "check_broken", "PROPERTY_PREFIX"]
 
 #: Every property's source location is rewritten to ``formal:<name>`` (line: the harness line
 #: that stated it), so that Yosys's and smtbmc's reports name the property.
@@ -84,6 +86,14 @@ class Properties:
     def of_kind(self, kind):
         """The names of one kind, in order."""
         return [name for name, k in self.names.items() if k == kind]
+
+
+def check_broken(broken, variants):
+    """A harness's ``broken`` argument: ``None`` (the real block) or one of ``variants``;
+    raises ``ValueError`` naming ``broken`` otherwise. Returns it."""
+    if broken is not None:
+        check_choice("broken", broken, tuple(variants))
+    return broken
 
 
 def stream_contract(m, props, stream, name, *, drives):

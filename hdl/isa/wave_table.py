@@ -34,8 +34,9 @@ class WaveTable(wiring.Component):
     participants and slots may arrive in any order and are written straight where they belong.
 
     Arming a slot (``arm``, pulse) declares which ports' data (and, for INT8, scale) packets it
-    expects, the issue number their tags carry (``seq``), and clears its progress. Each expected
-    response is accepted once: a response whose opcode is not ``READ_RESP``, whose slot does not
+    expects, the issue number their tags carry (``seq``), and clears its progress; the rest of a
+    packet still being stored into the slot (a response longer than a slot) is dropped. Each
+    expected response is accepted once: a response whose opcode is not ``READ_RESP``, whose slot does not
     exist, whose ``seq`` is not the slot's current issue number (a late response) or whose (slot,
     kind, port) is not expected (unknown tag, or a duplicate) is dropped whole and counted in
     ``counters.unknown_tags``. A response with a non-``OK`` status is stored (its data is whatever
@@ -101,6 +102,7 @@ class WaveTable(wiring.Component):
 
         unknown_terms = []
         progress_terms = []
+        receiving = []                                # per port: (keep, slot this cycle)
         for i in range(n):
             m.submodules[f"data{i}"] = dmem = Memory(shape=f.flit_width, depth=slots * sf, init=[])
             m.submodules[f"scale{i}"] = smem = Memory(shape=f.flit_width, depth=slots * ssf, init=[])
@@ -164,6 +166,7 @@ class WaveTable(wiring.Component):
             with m.If(flush):
                 # Abort: drop the rest of the packet being received (framing goes on above).
                 m.d.sync += keep.eq(0)
+            receiving.append((keep, Mux(rx.valid & ~in_body, h_slot, slot)))
             unknown_terms.append(rx.valid & ~in_body & ~h_known)
             progress_terms.append(rx.valid & Mux(in_body, keep & ~flush, h_known))
 
@@ -182,6 +185,11 @@ class WaveTable(wiring.Component):
                     expect_data[s][i].eq(want),
                     expect_scale[s][i].eq(want & self.arm.payload.scales),
                 ]
+                # A fresh start: drop the rest of a response longer than a slot, whose `last`
+                # would end the new use (docs/VERIFICATION.md, what the flow found).
+                keep, slot_now = receiving[i]
+                with m.If(slot_now == s):
+                    m.d.sync += keep.eq(0)
             m.d.sync += slot_seq[s].eq(self.arm.payload.seq)
         with m.If(flush):
             # After the arming above, so a flush wins (the issuer does not arm while flushing).

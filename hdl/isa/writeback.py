@@ -36,7 +36,8 @@ class WriteTags(wiring.Component):
 
     ``tag`` is the next write's tag (:func:`~.descriptor.write_tag_layout`: the write sequence
     number). Its entry ``tag.index`` has one bit per port; ``free`` says that entry is free at
-    every port of ``mask``. A ``start`` pulse (a header goes out to the ports of ``mask``) marks
+    every port (not only those of ``mask``: a port outside it may still owe the entry's previous
+    write). A ``start`` pulse (a header goes out to the ports of ``mask``) marks
     the entry outstanding at those ports and advances ``tag``.
 
     A ``WRITE_RESP`` on ``wresp[p]`` is accepted when port ``p`` has entry ``index`` outstanding
@@ -93,8 +94,10 @@ class WriteTags(wiring.Component):
         ntags = 1 << tag_layout["index"].width
         widx = self.tag.index
         pending = [Signal(ntags, name=f"pending{i}") for i in range(n)]
-        m.d.comb += self.free.eq(
-            Cat(Mux(self.mask[i], ~pending[i].bit_select(widx, 1), 1) for i in range(n)).all())
+        # Free at every port, not only at the next write's: a port outside the mask may still owe
+        # the entry's previous write, and reusing the entry would move its `seq` on and drop that
+        # port's correct response as stale (a hang until the watchdog).
+        m.d.comb += self.free.eq(~Cat(pending[i].bit_select(widx, 1) for i in range(n)).any())
         with m.If(self.start):
             m.d.sync += self.tag.eq(self.tag.as_value() + 1)
 

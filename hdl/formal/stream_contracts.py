@@ -1,0 +1,307 @@
+"""Formal harness of the stream contract on every stream a block drives, whatever the block."""
+
+import itertools
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, connect, flipped
+
+from ..endpoint.accelerator import Accelerator
+from ..endpoint.bridge import AxiBridge, bridge_axi_params
+from ..endpoint.memory import MIN_LATENCY, AxiMemory
+from ..isa.copy_path import CopyPath
+from ..isa.datapath import Datapath
+from ..isa.feeder import Feeder
+from ..isa.interfaces import job_layout
+from ..isa.read_issuer import ReadIssuer
+from ..isa.wave_controller import WaveController
+from ..isa.writeback import WriteBack
+from ..params import check_choice
+from .properties import check_broken, OpenBlock, Properties
+from .small_isa import small_isa
+
+
+__all__ = ["StreamContractHarness", "BLOCKS", "streams_of"]
+
+
+def _small_isa():
+    """3 ports, 2 slots of 512-byte packets (64 flits and two scale flits: with one, the scale
+    read address would be a zero-width port, which the SMT2 back end cannot name), two
+    descriptors on two sync resources (for the same reason)."""
+    return small_isa(ports=3, max_payload=512, slots=2, descriptors=2, sync_resources=2)
+
+
+#: The blocks this harness checks: how to build each, and its environment. ``stable``: inputs
+#: that hold one value for the whole check (a collective's description, held from its start to
+#: its end); ``held``: inputs that hold unless an enable of the block was high in the cycle
+#: before (a synchronous memory's read data); ``abort``: the input whose cycles are exempt
+#: (an abort empties the block, dropping what it offered); ``broken``: named broken variants,
+#: each a register of the block and what it is tied to (a function of the open block and the
+#: parameters), one condition removed.
+BLOCKS = {
+    "feeder": dict(
+        make=Feeder, stable=("run.msg",),
+        held={"rd.data": "rd.en", "rd.scale": "rd.en"}, abort="run.flush",
+        # The output flit's read set taken from the current job instead of the flit's own: a
+        # flit waiting on the output changes when the next job is taken behind it.
+        broken={"mask_not_held": ("out_mask",
+                                  lambda bo, p: job_layout(p)(bo.probe("job")).rmask)}),
+    "writeback": dict(make=WriteBack, stable=("run.msg",), held={},
+                      abort="run.flush", broken={}),
+    # The job is offered only in the cycle it is taken, atomically with the slot's arm and read
+    # requests (its `valid` depends on `ready`, by design: the feeder's `ready` does not depend
+    # on `valid`, so there is no loop): it never waits, which is stated instead of `held`.
+    "read_issuer": dict(make=ReadIssuer, stable=("run.msg",), held={}, abort="run.flush",
+                        only_when_ready=("job",), broken={}),
+    # The completion flag's status bits are read live from the sticky error and datapath status
+    # inputs while the flag waits: an error that arrives meanwhile is added to the flag that goes
+    # out (more accurate, not less). Stated as: everything else held, status bits only added.
+    # Its error and status inputs are sticky: they lose bits only after the controller's own
+    # clear (a collective's start).
+    "wave_controller": dict(make=WaveController, stable=(), held={}, abort=None,
+                            sticky={"flag": ("word", "status")},
+                            sticky_inputs={"reads.error": "run.clear_error",
+                                           "writes.error": "run.clear_error",
+                                           "writes.status": "run.clear_error"},
+                            broken={}),
+    # The endpoint's packet-to-AXI4 bridge, on the small fabric with 4 outstanding reads. The
+    # AXI slave keeps the AXI rule the bridge relies on: a write's B only after its last W beat.
+    "bridge": dict(make=lambda p: AxiBridge(p.fabric, outstanding=4), stable=(), held={},
+                   abort=None, environment=lambda m, ports, p: _b_after_last_w(m, ports, p),
+                   # AW's payload taken from the write input as it is, not registered.
+                   broken={"aw_not_held": ("aw", lambda bo, p: bo.block.write_in.payload.data[
+                       :len(bo.probe("aw"))])}),
+    # The endpoint memory (the AXI4 slave of the simulations and the boards' stand-in for HBM):
+    # 8 words, the shortest latency, reordered responses over 2 outstanding reads.
+    "memory": dict(make=lambda p: AxiMemory(bridge_axi_params(p.fabric, outstanding=2), size=64,
+                                            latency=MIN_LATENCY, reorder=True, outstanding=2),
+                   stable=(), held={}, abort=None,
+                   # The R beat's ID, response and last taken from the read address channel as
+                   # it comes, not from the beat's own register.
+                   broken={"r_not_held": ("s1", lambda bo, p: bo.block.axi.ar.payload.as_value()[
+                       :len(bo.probe("s1"))])}),
+    # The endpoint's accelerator model (commands to packets, responses to events).
+    "accelerator": dict(make=lambda p: Accelerator(p.fabric, poll_addr_width=3), stable=(),
+                        held={}, abort=None,
+                        # The event output shows the newest command event, not the one offered.
+                        broken={"event_not_held": ("eo", lambda bo, p: bo.probe("ev_cmd"))}),
+    "datapath": dict(make=lambda p: Datapath(n_inputs=p.fabric.ports,
+                                             flit_width=p.fabric.flit_width),
+                     stable=(), held={}, abort=None, broken={}),
+    "copy_path": dict(make=CopyPath, stable=("run.msg",), held={},
+                      abort="run.flush", broken={}),
+}
+
+
+def _b_after_last_w(m, ports, props):
+    """Assume the AXI4 rule that a slave answers a write (B) only after its last W beat: the
+    B responses never outnumber the W beats with ``last`` taken before them."""
+    w, b = ports["axi.w"][2], ports["axi.b"][2]
+    owed = Signal(8, name="env_b_owed")
+    w_last = w.valid & w.ready & w.payload.last
+    b_fire = b.valid & b.ready
+    m.d.sync += owed.eq(owed + w_last - b_fire)
+    props.assume(m, "b_only_after_last_w", ~b.valid | (owed != 0))
+    # The bound must reach an atomic's write: its read (AR with the atomic unit's own ID, one
+    # above the read IDs) and then a W beat.
+    ar = ports["axi.ar"][2]
+    atomic_read = Signal(name="env_atomic_read")
+    with m.If(ar.valid & ar.ready & (ar.payload.id == 4)):
+        m.d.sync += atomic_read.eq(1)
+    props.cover(m, "atomic_write_beat", atomic_read & w.valid & w.ready)
+
+
+def _members(sig, obj, path, flip):
+    """Every port and stream under ``sig`` (of interface ``obj``): ``(kind, path, flow, value)``
+    with ``kind`` ``"port"`` or ``"stream"`` and ``flow`` as the block sees it."""
+    for name, member in sig.members.items():
+        flow = member.flow.flip() if flip else member.flow
+        for index in itertools.product(*(range(d) for d in member.dimensions)):
+            value = getattr(obj, name)
+            for i in index:
+                value = value[i]
+            here = path + (name,) + tuple(str(i) for i in index)
+            if member.is_port:
+                yield "port", here, flow, value
+            elif isinstance(member.signature, stream.Signature):
+                yield "stream", here, flow, value
+            else:
+                # An In member's `signature` is already flipped: its members' flows are as
+                # ``sig``'s owner sees them.
+                yield from _members(member.signature, value, here, flip)
+
+
+def _always_ready(member):
+    return (not member.is_port and isinstance(member.signature, stream.Signature)
+            and member.signature.always_ready)
+
+
+def _with_ready(sig):
+    """``sig`` with every top-level ``always_ready`` stream given a ``ready`` port (the block's
+    own ``ready`` is a constant, which cannot be a port of the harness)."""
+    members = {}
+    for name, member in sig.members.items():
+        if _always_ready(member):
+            # An In member's `signature` is flipped already: rebuild it as the block declares it.
+            flow = member.flow
+            inner = member.signature.flip() if flow == In else member.signature
+            new = flow(stream.Signature(inner.members["payload"].shape))
+            for d in reversed(member.dimensions):
+                new = new.array(d)
+            members[name] = new
+        else:
+            members[name] = member
+    return wiring.Signature(members)
+
+
+def _offset(view, parts):
+    """The bit offset of the field ``parts`` (a path of names) in the layout of ``view``."""
+    layout, offset = view.shape(), 0
+    for part in parts:
+        field = layout[part]
+        offset += field.offset
+        layout = field.shape
+    return offset
+
+
+def streams_of(block):
+    """The paths (``"wr.0"``) of the streams ``block`` drives (its outputs), in signature
+    order."""
+    return [".".join(p) for kind, p, flow, _ in _members(block.signature, block, (), False)
+            if kind == "stream" and flow != In]
+
+
+class StreamContractHarness(wiring.Component):
+    """A block of :data:`BLOCKS` with the stream contract on every stream it drives.
+
+    The harness's ports are the block's own (joined with ``connect``), left to the solver: every
+    input stream keeps the contract (assumed), every other input is free in every cycle except
+    the block's ``stable`` inputs (one value throughout) and ``held`` ones (they change only in
+    the cycle after their enable). Each output stream's ``ready`` is free.
+
+    Specification: ``<stream>_contract`` for every output stream (``valid`` stays high until a
+    transfer, ``payload`` unchanged meanwhile), except across a cycle of the block's ``abort``
+    input or the cycle after (an aborted collective's offer is withdrawn on purpose: the
+    consumer is aborted in the same cycle). Covers: ``<stream>_transfer`` and ``<stream>_held`` (an offer waited a
+    cycle and is still there) for every output stream: the check is not vacuous, each stream
+    moves and is back-pressured. ``always_ready`` streams have no contract to keep. A stream
+    in the block's ``only_when_ready`` is offered only in cycles its ``ready`` is high (it never
+    waits): ``<stream>_only_when_ready`` states that instead, with its ``transfer`` cover. A
+    stream in the block's ``sticky`` has one field of sticky status bits that may gain bits while
+    the offer waits (never lose one); the rest of its payload is held.
+
+    Parameters
+    ----------
+    block : str
+        A key of :data:`BLOCKS`.
+    invariants : bool
+        Unused (no invariants: these checks are bounded); accepted for the flow's broken
+        variants.
+    broken : None or str
+        A broken variant of the block (its ``broken`` table).
+    quiet_data : bool
+        Every input stream's payload is 0: for covers only, where a search through arithmetic
+        on the data (the datapath's adder tree) would cost more than the events need.
+    """
+
+    def __init__(self, *, block, invariants=True, broken=None, quiet_data=False):
+        check_choice("block", block, tuple(BLOCKS))
+        self._spec = BLOCKS[block]
+        check_broken(broken, tuple(self._spec["broken"]))
+        self._broken, self._quiet = broken, quiet_data
+        self._params = _small_isa()
+        self._block = self._spec["make"](self._params)
+        self.properties = Properties(invariants=invariants)
+        super().__init__(_with_ready(self._block.signature))
+
+    def elaborate(self, platform):
+        m = Module()
+        p, block, spec = self.properties, self._block, self._spec
+        m.submodules.block = bo = OpenBlock(block, platform)
+        if self._broken:
+            target, source = spec["broken"][self._broken]
+            bo.tie(target, source(bo, self._params))
+        # Member by member: `flipped` cannot flip an array of interfaces as a whole.
+        for name, member in self.signature.members.items():
+            for index in itertools.product(*(range(d) for d in member.dimensions)):
+                mine, theirs = getattr(self, name), getattr(block, name)
+                for i in index:
+                    mine, theirs = mine[i], theirs[i]
+                if _always_ready(block.signature.members[name]):
+                    # The harness's copy has a `ready` port of its own, ignored: a constant
+                    # cannot be a port.
+                    m.d.comb += [mine.valid.eq(theirs.valid), mine.payload.eq(theirs.payload)]
+                elif not member.is_port:
+                    connect(m, flipped(mine), theirs)
+                elif member.flow == In:
+                    m.d.comb += theirs.eq(mine)
+                else:
+                    m.d.comb += mine.eq(theirs)
+
+        mine = {".".join(path): (kind, flow, value)
+                for kind, path, flow, value in _members(self.signature, self, (), False)}
+        started = Signal()                 # cycle 0 is reset's: "the cycle before" exists after
+        m.d.sync += started.eq(1)
+
+        def past(value, name):
+            was = Signal.like(value, name=f"{name}_was")
+            m.d.sync += was.eq(value)
+            return was
+
+        def under(prefix):
+            return [(path, value) for path, (kind, flow, value) in mine.items()
+                    if kind == "port" and flow == In
+                    and (path == prefix or path.startswith(prefix + "."))]
+
+        for prefix in spec["stable"]:
+            for path, value in under(prefix):
+                p.assume(m, "stable_inputs_hold", ~started | (value == past(value, path)))
+        for prefix, enable in spec["held"].items():
+            en = past(mine[enable][2], enable)
+            for path, value in under(prefix):
+                p.assume(m, "read_data_holds", ~started | en | (value == past(value, path)))
+        if "environment" in spec:
+            spec["environment"](m, mine, p)
+        for path, clear in spec.get("sticky_inputs", {}).items():
+            value, cleared = mine[path][2], past(mine[clear][2], f"{clear}_was")
+            was = past(value, path)
+            p.assume(m, "sticky_inputs_fall_only_when_cleared",
+                     ~started | cleared | ((value & was) == was))
+        # Exempt: the cycles of an abort and the one after (a block may withdraw its offer at
+        # once, combinationally, or from its registers a cycle later).
+        if spec["abort"]:
+            abort = mine[spec["abort"]][2]
+            aborted = abort | past(abort, "abort")
+        else:
+            aborted = 0
+
+        for path, (kind, flow, s) in mine.items():
+            if kind != "stream" or _always_ready(block.signature.members[path.split(".")[0]]):
+                continue
+            name = path.replace(".", "_")
+            payload = s.payload.as_value() if hasattr(s.payload, "as_value") else s.payload
+            was_valid, was_ready = past(s.valid, f"{name}_valid"), past(s.ready, f"{name}_ready")
+            held = s.valid & (payload == past(payload, f"{name}_payload"))
+            if path in spec.get("sticky", {}):
+                field = s.payload
+                for part in spec["sticky"][path]:
+                    field = field[part]
+                field = field.as_value() if hasattr(field, "as_value") else field
+                was_field = past(field, f"{name}_sticky")
+                rest = payload & ~(((1 << len(field)) - 1) << _offset(s.payload, spec["sticky"][path]))
+                held = (s.valid & (rest == past(rest, f"{name}_rest"))
+                        & ((field & was_field) == was_field))
+            waited = started & was_valid & ~was_ready
+            # `flow` is the block's: it consumes an In stream and drives an Out one.
+            if flow == In:
+                p.assume(m, "input_streams_keep_contract", ~waited | held)
+                if self._quiet:
+                    p.assume(m, "quiet_data", payload == 0)
+            elif path in spec.get("only_when_ready", ()):
+                p.spec(m, f"{name}_only_when_ready", ~s.valid | s.ready)
+                p.cover(m, f"{name}_transfer", s.valid & s.ready)
+            else:
+                p.spec(m, f"{name}_contract", ~waited | aborted | held)
+                p.cover(m, f"{name}_transfer", s.valid & s.ready)
+                p.cover(m, f"{name}_held", waited & s.valid)
+        return m

@@ -1,0 +1,73 @@
+"""``scin coverage``: the line and toggle coverage report of ``hdl/`` from collected runs.
+
+The data comes from a test run with ``SCIN_COVERAGE=1`` (``make coverage``): every Verilator run
+leaves its counts in ``.build/coverage/`` (:mod:`scin.sim.hdl_coverage`). This command merges
+them, maps them to the lines of ``hdl/`` and writes the Markdown report (default
+``docs/COVERAGE.md``): the overall share, a table per ``hdl/`` file, the files with no point and
+every uncovered line with its reason (``docs/coverage-waivers.toml``, or "not reached by any
+test"). Exit status 0, or 1 below ``--min``; 2 on bad options or no data.
+"""
+
+import sys
+from pathlib import Path
+
+from ..sim import hdl_coverage
+from ..sim.toolchain import BUILD_ROOT, REPO_ROOT
+from .docs_section import current_commit
+
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(p):
+    """The options of ``scin coverage``."""
+    p.add_argument("--data", default=str(BUILD_ROOT / "coverage"), metavar="DIR",
+                   help="the coverage data of the runs (default: .build/coverage, where "
+                        "SCIN_COVERAGE=1 runs write it)")
+    p.add_argument("--out", default=str(REPO_ROOT / "docs" / "COVERAGE.md"), metavar="FILE",
+                   help="the Markdown report to write, '-' for standard output "
+                        "(default: docs/COVERAGE.md)")
+    p.add_argument("--waivers", default=str(hdl_coverage.WAIVERS_PATH), metavar="FILE",
+                   help="reasons for uncovered lines, 'hdl/FILE:LINE' = 'reason' under [waivers] "
+                        "(default: docs/coverage-waivers.toml)")
+    # Not --command: `args.command` is the name of the scin command (scripts/cli.py).
+    p.add_argument("--collected-by", default="make coverage", metavar="TEXT",
+                   help="the command that collected the data, quoted in the report "
+                        "(default: 'make coverage')")
+    p.add_argument("--note", action="append", default=[], metavar="TEXT",
+                   help="a paragraph for the top of the report (what was run, how long it took); "
+                        "repeatable")
+    p.add_argument("--min", type=float, default=None, metavar="PERCENT",
+                   help="exit 1 when fewer than PERCENT of the instrumented hdl/ lines are covered "
+                        "(default: report only)")
+
+
+def run(args):
+    """Merge the data, write the report, print the summary; see the module docstring."""
+    if args.min is not None and not 0 <= args.min <= 100:
+        raise ValueError(f"--min must be a percentage from 0 to 100, not {args.min}")
+    try:
+        cov = hdl_coverage.collect(Path(args.data))
+    except FileNotFoundError as exc:
+        raise RuntimeError(str(exc)) from exc
+    waivers = hdl_coverage.load_waivers(Path(args.waivers))
+    report = hdl_coverage.render_report(cov, waivers=waivers, command=args.collected_by,
+                                        commit=current_commit(), notes=args.note)
+    total = len(cov.lines)
+    covered = sum(1 for hits in cov.lines.values() if hits)
+    share = 100 * covered / total if total else 0.0
+    if args.out == "-":
+        sys.stdout.write(report)
+    else:
+        Path(args.out).write_text(report)
+        # The summary and the per-module table, as the report has them.
+        lines = report.splitlines()
+        start = lines.index("## Summary")
+        end = lines.index("## `hdl/` files with no coverage point")
+        print("\n".join(lines[start + 2:end]).rstrip())
+        print(f"wrote {args.out}")
+    if args.min is not None and share < args.min:
+        print(f"scin coverage: {share:.1f} % of instrumented hdl/ lines covered, below "
+              f"--min {args.min}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,556 @@
+"""Line and toggle coverage of ``hdl/``: Verilator's coverage points mapped back to Python lines.
+
+``SCIN_COVERAGE=1`` in the environment (:func:`enabled`) changes three things in
+:mod:`scin.sim.runner`, and nothing without it:
+
+* Verilog is converted with Amaranth's source locations (``emit_src=True``) and, through
+  :func:`annotated_conversion`, with the location of every branch: Amaranth puts none on the
+  ``switch``/``case`` rules of a process, so a covered ``if`` of the Verilog could not be traced
+  to the ``with m.If(...)`` that made it. Each switch gets a ``scin_cases`` attribute (the
+  locations of every case, in order, ``;`` between cases, ``|`` between locations of one case:
+  the ``If``/``Elif``/``Case``/``State`` line and every assignment written directly under it)
+  and each case a ``scin_case`` attribute. Yosys prints the first before an ``if`` or ``casez``
+  and the second, as a comment, before a ``casez`` item. The Verilog cache key then includes the
+  raw text of ``hdl/`` (:func:`source_fingerprint`): line numbers are part of the output.
+* Verilator builds add :data:`COVERAGE_FLAGS` (part of the build key: coverage models are built
+  and cached apart from the normal ones).
+* Each Verilator run writes its counts to ``.build/coverage/<top>-<build key>-<run>.dat``
+  (:func:`data_plusarg`, Verilator's ``+verilator+coverage+file+``), beside a ``.json`` naming
+  the pytest test (when there is one), the cocotb module and the build directory. A run cut
+  short before Verilator writes leaves an empty file, which :func:`collect` skips.
+
+:func:`collect` merges those files: a branch point (Verilator's ``if``, ``else``, ``elsif``,
+``case``) is mapped, through the attributes above, to the ``hdl/`` lines of its branch; a
+Python line is *instrumented* if some point maps to it and *covered* if one of those points
+was hit in some run. Block points (an ``always`` block as a whole) are left out: every block
+runs at time 0, so they say nothing. Lines of hand-written Verilog in ``hdl/`` (``sim_ram.v``)
+are their own lines. Toggle points are mapped by the ``src`` attribute of the signal's
+declaration; internal wires without one are counted apart. :func:`render_report` writes the
+Markdown report (``scin coverage``, ``docs/COVERAGE.md``), with each uncovered line's reason
+from :data:`WAIVERS_PATH` or "not reached by any test".
+"""
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import tomllib
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .toolchain import REPO_ROOT
+
+
+__all__ = ["ENV_VAR", "COVERAGE_FLAGS", "WAIVERS_PATH", "enabled", "source_fingerprint",
+           "annotated_conversion", "data_plusarg", "parse_dat", "verilog_map", "collect",
+           "load_waivers", "Coverage", "render_report"]
+
+#: The environment variable that turns coverage builds on (``1``) or off (unset, empty, ``0``).
+ENV_VAR = "SCIN_COVERAGE"
+#: What a Verilator build adds under coverage.
+COVERAGE_FLAGS = ["--coverage-line", "--coverage-toggle"]
+#: The committed reasons for lines no test reaches: ``"hdl/file.py:LINE" = "reason"``.
+WAIVERS_PATH = REPO_ROOT / "docs" / "coverage-waivers.toml"
+#: Verilator's branch points; ``block`` (a whole ``always``) and ``toggle`` are handled apart.
+BRANCH_KINDS = ("if", "else", "elsif", "case")
+
+
+def enabled():
+    """Whether ``SCIN_COVERAGE`` asks for coverage builds. Raises ``ValueError`` on a value other
+    than unset, empty, ``0`` or ``1`` (a typo must not silently measure nothing)."""
+    value = os.environ.get(ENV_VAR, "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{ENV_VAR} must be 1 (coverage builds) or 0/unset, not {value!r}")
+    return value == "1"
+
+
+#: Bump when :func:`annotated_conversion` writes its attributes differently: part of
+#: :func:`source_fingerprint`, so Verilog converted the old way is not reused.
+ANNOTATION_SCHEME = 2
+
+
+def source_fingerprint(root=REPO_ROOT):
+    """A hash of the raw text of every file under ``root/hdl`` and of :data:`ANNOTATION_SCHEME`:
+    with source locations in the Verilog, a line moved by a comment changes the output, which
+    the code digest of :func:`scin.sim.runner.hdl_fingerprint` ignores."""
+    digest = hashlib.sha256(f"scheme {ANNOTATION_SCHEME}\0".encode())
+    hdl = Path(root) / "hdl"
+    for path in sorted([*hdl.rglob("*.py"), *hdl.rglob("*.v")]):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+# --- Conversion with the location of every branch ----------------------------------------------
+
+def _loc(src_loc):
+    return None if src_loc is None else f"{src_loc[0]}:{src_loc[1]}"
+
+
+def _attr_text(locs):
+    return "|".join(dict.fromkeys(loc for loc in locs if loc))
+
+
+def _emit_assignment_list(self, cell_idx, cell):
+    """Amaranth 0.5's ``ModuleEmitter.emit_assignment_list``, unchanged but for recording the
+    source location of every case (its ``Matches`` cell) and of the assignments written into it,
+    as ``scin_case`` on the case and ``scin_cases`` on its switch.
+
+    A modified copy of Amaranth's code (amaranth/back/rtlil.py, 0.5.x; BSD-2-Clause, Copyright
+    (C) 2019-2024 Amaranth HDL contributors), used only under ``SCIN_COVERAGE=1``. It is a
+    stopgap: Amaranth puts no source location on a case, and this project's rule is no copies
+    of other projects' code, so it is to be replaced (by asking Amaranth for case locations, or
+    by mapping Verilator's points without them)."""
+    from amaranth.hdl import _nir
+
+    def emit_assignments(case, cond):
+        nonlocal pos
+        while pos < len(cell.assignments):
+            assign = cell.assignments[pos]
+            if assign.cond == cond:
+                case.assign(self.sigspec(lhs[assign.start:assign.start + len(assign.value)]),
+                            self.sigspec(assign.value))
+                case.scin_locs.append(_loc(assign.src_loc))
+                pos += 1
+            else:
+                search_cond = assign.cond
+                while True:
+                    if search_cond == cond:
+                        break
+                    if search_cond == _nir.Net.from_const(1):
+                        return
+                    priority_cell_idx = search_cond.cell
+                    priority_cell = self.netlist.cells[priority_cell_idx]
+                    assert isinstance(priority_cell, _nir.PriorityMatch)
+                    search_cond = priority_cell.en
+                test = _nir.Value()
+                for net in priority_cell.inputs:
+                    if net != _nir.Net.from_const(1):
+                        matches_cell = self.netlist.cells[net.cell]
+                        assert isinstance(matches_cell, _nir.Matches)
+                        test = matches_cell.value
+                        break
+                switch = case.switch(self.sigspec(test))
+                switch.scin_cases = []
+                for bit, net in enumerate(priority_cell.inputs):
+                    subcond = _nir.Net.from_cell(priority_cell_idx, bit)
+                    if net == _nir.Net.from_const(1):
+                        # An Else has no cell of its own to give its line: its
+                        # assignments' lines stand for it.
+                        sub = switch.default()
+                        sub.scin_locs = []
+                    else:
+                        matches_cell = self.netlist.cells[net.cell]
+                        assert isinstance(matches_cell, _nir.Matches)
+                        assert test == matches_cell.value
+                        sub = switch.case(matches_cell.patterns)
+                        sub.scin_locs = [_loc(matches_cell.src_loc)]
+                    emit_assignments(sub, subcond)
+                    # A case without patterns is dropped from the RTLIL (it can never match);
+                    # it must not shift the positions of the cases after it.
+                    if sub in switch.cases:
+                        switch.scin_cases.append(_attr_text(sub.scin_locs))
+
+    lhs = _nir.Value(_nir.Net.from_cell(cell_idx, bit) for bit in range(len(cell.default)))
+    proc = self.builder.process(src_loc=cell.src_loc)
+    proc.scin_locs = []
+    proc.assign(self.sigspec(lhs), self.sigspec(cell.default))
+    pos = 0
+    emit_assignments(proc, _nir.Net.from_const(1))
+    assert pos == len(cell.assignments)
+
+
+def _switch_emit(self, line):
+    cases = getattr(self, "scin_cases", None)
+    if cases is not None:
+        line(f'attribute \\scin_cases "{";".join(cases)}"')
+    line(f"switch {self.sel}")
+    with line.indent():
+        for case in self.cases:
+            case.emit(line)
+    line("end")
+
+
+def _case_emit(self, line):
+    locs = getattr(self, "scin_locs", None)
+    if locs:
+        line(f'attribute \\scin_case "{_attr_text(locs)}"')
+    _ORIGINAL["Case.emit"](self, line)
+
+
+_ORIGINAL = {}
+
+
+@contextlib.contextmanager
+def annotated_conversion():
+    """Within this block Amaranth's RTLIL back end writes the ``scin_cases``/``scin_case``
+    attributes (module docstring). Written for Amaranth 0.5 (its emitter is copied); raises
+    ``RuntimeError`` on another version rather than mapping coverage wrongly."""
+    import amaranth
+    from amaranth.back import rtlil
+    if not amaranth.__version__.startswith("0.5."):
+        raise RuntimeError(f"coverage conversion is written for Amaranth 0.5, found "
+                           f"{amaranth.__version__}; update scin/sim/hdl_coverage.py")
+    _ORIGINAL.setdefault("Case.emit", rtlil.Case.emit)
+    saved = (rtlil.ModuleEmitter.emit_assignment_list, rtlil.Switch.emit, rtlil.Case.emit)
+    rtlil.ModuleEmitter.emit_assignment_list = _emit_assignment_list
+    rtlil.Switch.emit = _switch_emit
+    rtlil.Case.emit = _case_emit
+    try:
+        yield
+    finally:
+        (rtlil.ModuleEmitter.emit_assignment_list, rtlil.Switch.emit, rtlil.Case.emit) = saved
+
+
+# --- Runs --------------------------------------------------------------------------------------
+
+def data_plusarg(build_root, top, build_dir, test_module, testcase=None):
+    """The plusarg that makes one Verilator run write its coverage to a file of its own under
+    ``build_root/coverage/`` (kept after the run, whatever happens to its test directory), and
+    that file's sidecar (``.json``: test module and case, build directory, Verilog)."""
+    out = Path(build_root) / "coverage"
+    out.mkdir(parents=True, exist_ok=True)
+    name = f"{top}-{Path(build_dir).name.rsplit('-', 1)[-1]}-{uuid.uuid4().hex[:12]}"
+    # The pytest test that made the run, when there is one (test_module is often a shared bench).
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0] or None
+    (out / f"{name}.json").write_text(json.dumps({
+        "top": top, "test": test, "test_module": test_module, "testcase": testcase,
+        "build_dir": str(build_dir)}, indent=1))
+    return f"+verilator+coverage+file+{out / (name + '.dat')}"
+
+
+# --- Verilator's coverage.dat ------------------------------------------------------------------
+
+_POINT = re.compile(r"^C '(.*)' (\d+)$")
+
+
+def _fields(point):
+    """The fields of one point's text ``C '<fields>'`` (count left off)."""
+    fields = {}
+    for item in point[3:-1].split("\x01")[1:]:
+        key, _, value = item.partition("\x02")
+        fields[key] = value
+    return fields
+
+
+def parse_dat(text):
+    """The points of one Verilator ``coverage.dat`` (``SystemC::Coverage-3``): a list of
+    ``(fields, count)``, ``fields`` a dict of Verilator's keys (``f`` file, ``l`` line, ``t``
+    type, ``o`` comment, ``page``, ``S`` lines, ``h`` hierarchy, ...). Raises ``ValueError``
+    naming the line on anything else."""
+    points = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line or line.startswith("#"):
+            continue
+        match = _POINT.match(line)
+        if not match:
+            raise ValueError(f"coverage data line {number} is not a point: {line[:80]!r}")
+        points.append((_fields(f"C '{match.group(1)}'"), int(match.group(2))))
+    return points
+
+
+# --- Verilog lines to hdl/ lines ---------------------------------------------------------------
+
+_ATTR = re.compile(r'^(\s*)\(\* (\w+) = "([^"]*)" \*\)$')
+_COMMENT_ATTR = re.compile(r'^(\s*)/\* scin_case = "([^"]*)" \*/$')
+
+
+def _hdl_locs(text, root):
+    """``"file:line|file:line"`` to the ``(hdl-relative path, line)`` pairs under ``root/hdl``
+    (locations in Amaranth's library, the standard library or tests are dropped)."""
+    out = []
+    hdl = str(Path(root) / "hdl") + os.sep
+    for loc in filter(None, text.split("|")):
+        file, _, line = loc.rpartition(":")
+        # Only this tree's hdl/ (Amaranth's own amaranth/hdl/ is not ours).
+        if file.startswith(hdl) and line.isdigit():
+            out.append((file[len(str(root)) + 1:], int(line)))
+    return out
+
+
+@dataclass
+class VerilogMap:
+    """What each line of one generated Verilog file maps to in ``hdl/``.
+
+    ``then`` : Verilog line of an ``if``/``else if``/``casez`` item -> hdl lines of that branch;
+    ``otherwise`` : Verilog line of an ``if`` -> hdl lines of its ``else`` (an ``m.Else()``);
+    ``decl`` : Verilog line of a signal declaration -> its hdl line (from ``src``)."""
+    then: dict = field(default_factory=dict)
+    otherwise: dict = field(default_factory=dict)
+    decl: dict = field(default_factory=dict)
+
+
+def _if_chain(lines, start, indent, cases, root, vmap):
+    """Map the chain ``if ... end else if ... end else ... end`` whose ``if`` is at ``start``
+    (0-based) and indentation ``indent`` to ``cases`` (one location text per case, in order)."""
+    k = 0
+    header = start
+    vmap.then[start + 1] = _hdl_locs(cases[0], root) if cases else []
+    for i in range(start + 1, len(lines)):
+        line = lines[i]
+        if not line.startswith(indent) or line[len(indent):len(indent) + 1] == " ":
+            continue
+        rest = line[len(indent):]
+        if rest.startswith("end else if ("):
+            k += 1
+            header = i
+            if k < len(cases):
+                vmap.then[i + 1] = _hdl_locs(cases[k], root)
+        elif rest.startswith("end else begin"):
+            k += 1
+            if k < len(cases):
+                vmap.otherwise[header + 1] = _hdl_locs(cases[k], root)
+        elif rest.startswith("end"):
+            return
+
+
+def verilog_map(text, root=REPO_ROOT):
+    """The :class:`VerilogMap` of Verilog ``text`` converted under :func:`annotated_conversion`
+    (line numbers 1-based, as Verilator's ``l``). ``root`` is the tree whose ``hdl/`` counts."""
+    vmap = VerilogMap()
+    lines = text.splitlines()
+    pending_case = None
+    for i, line in enumerate(lines):
+        attr = _ATTR.match(line)
+        if attr:
+            indent, name, value = attr.groups()
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if name == "scin_cases" and nxt.startswith(indent + "if ("):
+                _if_chain(lines, i + 1, indent, value.split(";"), root, vmap)
+            elif name == "src":
+                # A declaration may carry several attributes; the src is on one of the lines
+                # right above it.
+                for j in range(i + 1, min(i + 4, len(lines))):
+                    if not lines[j].lstrip().startswith("(*"):
+                        if re.match(r"\s*(input|output|inout|reg|wire)\b", lines[j]):
+                            vmap.decl[j + 1] = _hdl_locs(value, root)
+                        break
+            continue
+        comment = _COMMENT_ATTR.match(line)
+        if comment:
+            pending_case = comment.group(2)
+            continue
+        if pending_case is not None:
+            vmap.then[i + 1] = _hdl_locs(pending_case, root)
+            pending_case = None
+    return vmap
+
+
+# --- Merging the runs --------------------------------------------------------------------------
+
+@dataclass
+class Coverage:
+    """Merged coverage of ``hdl/``.
+
+    ``lines`` : ``(path, line) -> hits`` of every instrumented hdl line (0: never reached);
+    ``toggles`` : ``path -> [bits toggled both ways, bits]`` of signals declared in that file;
+    ``unattributed_toggles`` : the same for signals with no hdl location (Yosys's temporaries);
+    ``runs`` : ``[(test module, top)]`` of every data file read; ``tops`` : the builds seen."""
+    lines: dict = field(default_factory=dict)
+    toggles: dict = field(default_factory=dict)
+    unattributed_toggles: list = field(default_factory=lambda: [0, 0])
+    runs: list = field(default_factory=list)
+    tops: set = field(default_factory=set)
+
+
+def _hand_written(path, root):
+    """The hdl-relative path of a hand-written Verilog source of ``hdl/`` (``sim_ram.v``) that
+    ``path`` (a build's copy) stands for, or None."""
+    name = Path(path).name
+    for candidate in (Path(root) / "hdl").rglob(name):
+        if candidate.suffix == ".v":
+            return str(candidate.relative_to(root))
+    return None
+
+
+def _lines_of(spec):
+    """Verilator's ``S`` field (``"33,38-39"``) as line numbers."""
+    out = []
+    for part in filter(None, spec.split(",")):
+        low, _, high = part.partition("-")
+        out += range(int(low), int(high or low) + 1)
+    return out
+
+
+def collect(data_dir, root=REPO_ROOT):
+    """Merge every ``*.dat`` under ``data_dir`` into a :class:`Coverage`. Raises
+    ``FileNotFoundError`` when there is none (``make coverage`` makes them)."""
+    data_dir = Path(data_dir)
+    # An empty file is a run that ended before Verilator wrote its counts (interrupted).
+    files = sorted(f for f in data_dir.glob("*.dat") if f.stat().st_size)
+    if not files:
+        raise FileNotFoundError(f"no coverage data in {data_dir}: run the tests with "
+                                f"{ENV_VAR}=1 first (make coverage)")
+    cov = Coverage()
+    # A run's file is named <top>-<build key>-<run>.dat: the runs of one model repeat the same
+    # points (a 4-endpoint system's file holds 1.6 million toggle points), so each model's runs
+    # are summed by the text of their points, then each point decoded once, one model at a time.
+    models = {}
+    for dat in files:
+        models.setdefault(dat.stem.rpartition("-")[0] or dat.stem, []).append(dat)
+        side = dat.with_suffix(".json")
+        meta = json.loads(side.read_text()) if side.exists() else {}
+        cov.runs.append((meta.get("test") or meta.get("test_module", "?"), meta.get("top", "?")))
+    for group in models.values():
+        _collect_model(group, root, cov)
+    return cov
+
+
+def _collect_model(files, root, cov):
+    """Add the runs ``files`` of one model to ``cov`` (see :func:`collect`)."""
+    maps = {}
+    toggle_bits = {}   # (verilog file, line, bit name) -> ([0->1 hit, 1->0 hit], hdl file)
+    merged = {}
+    for dat in files:
+        with open(dat) as f:
+            for number, line in enumerate(f, 1):
+                if line.startswith("C '"):
+                    key, _, count = line.rstrip("\n").rpartition(" ")
+                    merged[key] = merged.get(key, 0) + int(count)
+                elif line.strip() and not line.startswith("#"):
+                    raise ValueError(f"{dat}: line {number} is not a coverage point: "
+                                     f"{line[:80]!r}")
+    for text, count in merged.items():
+        fields = _fields(text)
+        vfile = fields.get("f", "")
+        kind = fields.get("o", "") if fields.get("t") != "toggle" else "toggle"
+        hand = _hand_written(vfile, root) if vfile not in maps else None
+        if vfile not in maps:
+            if hand:
+                maps[vfile] = hand
+            else:
+                path = Path(vfile)
+                maps[vfile] = verilog_map(path.read_text(), root) if path.exists() else None
+                if maps[vfile] is not None:
+                    cov.tops.add(path.parent.parent.name)   # the build directory: one model
+        vmap = maps[vfile]
+        if vmap is None:
+            continue
+        line = int(fields.get("l", 0))
+        if kind == "toggle":
+            name, _, direction = fields.get("o", "").rpartition(":")
+            locs = ([(vmap, line)] if isinstance(vmap, str)
+                    else vmap.decl.get(line, []))
+            hdl_file = locs[0][0] if locs else None
+            entry = toggle_bits.setdefault((vfile, line, name), [[False, False], hdl_file])
+            entry[0][0 if direction == "0->1" else 1] |= count > 0
+            continue
+        if isinstance(vmap, str):   # hand-written Verilog: its lines are hdl lines
+            if kind == "block" or kind in BRANCH_KINDS:
+                for vline in _lines_of(fields.get("S", "")):
+                    loc = (vmap, vline)
+                    cov.lines[loc] = cov.lines.get(loc, 0) + count
+            continue
+        if kind not in BRANCH_KINDS:
+            continue
+        table = vmap.otherwise if kind == "else" else vmap.then
+        for loc in table.get(line, []):
+            cov.lines[loc] = cov.lines.get(loc, 0) + count
+    for (both, hdl_file) in toggle_bits.values():
+        bucket = cov.toggles.setdefault(hdl_file, [0, 0]) if hdl_file else cov.unattributed_toggles
+        bucket[0] += all(both)
+        bucket[1] += 1
+
+
+# --- Waivers and the report --------------------------------------------------------------------
+
+def load_waivers(path=WAIVERS_PATH):
+    """The waivers file: ``{(path, line): reason}``. Raises ``ValueError`` naming a key that is
+    not ``hdl/...:LINE`` or a reason that is empty."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    data = tomllib.loads(path.read_text()).get("waivers", {})
+    out = {}
+    for key, reason in data.items():
+        file, _, line = key.rpartition(":")
+        if not file.startswith("hdl/") or not line.isdigit():
+            raise ValueError(f"{path}: waiver key {key!r} is not 'hdl/FILE:LINE'")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"{path}: waiver {key!r} has no reason")
+        out[(file, int(line))] = reason.strip()
+    return out
+
+
+def _pct(num, den):
+    return f"{100 * num / den:.1f}" if den else "-"
+
+
+def render_report(cov, *, waivers, command, commit, notes=(), root=REPO_ROOT):
+    """The Markdown report of ``cov``: the overall figure, a table per ``hdl/`` file (lines
+    instrumented, covered, %, waived, toggle %), the files of ``hdl/`` with no coverage point,
+    and every uncovered line with its source text and its reason (the waiver's, or "not reached
+    by any test"). ``notes`` are paragraphs put under the heading (what was run)."""
+    files = sorted({path for path, _ in cov.lines} | {p for p in cov.toggles})
+    total = sum(1 for hits in cov.lines.values())
+    covered = sum(1 for hits in cov.lines.values() if hits)
+    waived = sum(1 for key, hits in cov.lines.items() if not hits and key in waivers)
+    tog = [sum(v[0] for v in cov.toggles.values()), sum(v[1] for v in cov.toggles.values())]
+    out = ["# Line and toggle coverage of `hdl/`", "",
+           f"Generated by `scin coverage` at commit {commit}; the data from `{command}`.", ""]
+    for note in notes:
+        out += [note, ""]
+    out += ["What is measured: Verilator's branch points (each `if`, `else`, `else if` and "
+            "`case` item of the generated Verilog), each mapped to the `hdl/` lines of its branch: "
+            "the `with m.If(...)`/`Elif`/`Case`/`State` line and the assignments written directly "
+            "under it (sim/hdl_coverage.py). An `hdl/` line is *instrumented* when a branch point of "
+            "some model maps to it, *covered* when one of those points was reached in some run. "
+            "Lines outside any branch (unconditional `m.d.comb`/`m.d.sync` statements, "
+            "elaboration-time Python such as parameter checks) have no point and are not counted; "
+            "toggle coverage covers their signals (a bit counts when it went 0->1 and 1->0 in some run "
+            "of its model; each model's bits are counted apart, so a block in several models "
+            "counts once per model). A synchronous signal's reset is a branch too (an "
+            "`if (rst)` located at the signal's declaration), so a `Signal(...)` line of a "
+            "register counts, covered once reset is applied. Only Verilator runs are measured: "
+            "Icarus has no "
+            "coverage, and the tests that run in Amaranth's Python simulator (most ISA block tests "
+            "of `tb/test_isa_blocks.py`, parts of `tb/test_transport.py`) add nothing here.", ""]
+    modules = {}
+    for test, _ in cov.runs:
+        label = test.split("::")[0]
+        modules[label] = modules.get(label, 0) + 1
+    out += ["Simulator runs per test file (or per cocotb module, for runs that recorded no pytest "
+            "test): " + ", ".join(f"`{m}` {n}" for m, n in sorted(modules.items())) + "."]
+    out += ["", "## Summary", "",
+            f"**{covered} of {total} instrumented `hdl/` lines covered: {_pct(covered, total)} %** "
+            f"({waived} of the {total - covered} others waived with a reason; with them counted "
+            f"as covered, {_pct(covered + waived, total)} %). Toggle coverage of the signals "
+            f"declared in `hdl/`: {tog[0]} of {tog[1]} bits toggled both ways "
+            f"({_pct(*tog)} %); Yosys's internal wires, which have no `hdl/` line: "
+            f"{cov.unattributed_toggles[0]} of {cov.unattributed_toggles[1]} "
+            f"({_pct(*cov.unattributed_toggles)} %).", "",
+            f"{len(cov.runs)} simulator runs, {len(cov.tops)} distinct Verilator models.", "",
+            "## Per module", "",
+            "| module | lines | covered | % | waived | toggle bits | toggle % |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for path in files:
+        mine = {line: hits for (p, line), hits in cov.lines.items() if p == path}
+        n, c = len(mine), sum(1 for h in mine.values() if h)
+        w = sum(1 for line, h in mine.items() if not h and (path, line) in waivers)
+        t = cov.toggles.get(path, [0, 0])
+        out.append(f"| `{path}` | {n} | {c} | {_pct(c, n)} | {w} | {t[1]} | {_pct(*t)} |")
+    hdl = Path(root) / "hdl"
+    seen = set(files)
+    missing = sorted(str(p.relative_to(root)) for p in [*hdl.rglob("*.py"), *hdl.rglob("*.v")]
+                     if str(p.relative_to(root)) not in seen and p.name != "__init__.py")
+    out += ["", "## `hdl/` files with no coverage point", "",
+            "No Verilator model of the run contains hardware from these files (or they hold no "
+            "hardware: layouts, parameters, codecs, formal harnesses):", "",
+            ", ".join(f"`{m}`" for m in missing) or "none", "",
+            "## Uncovered lines", ""]
+    uncovered = sorted(key for key, hits in cov.lines.items() if not hits)
+    if not uncovered:
+        out.append("None.")
+    else:
+        out += ["| line | source | reason |", "| --- | --- | --- |"]
+        texts = {}
+        for path, line in uncovered:
+            if path not in texts:
+                source = Path(root) / path
+                texts[path] = source.read_text().splitlines() if source.exists() else []
+            text = texts[path][line - 1].strip() if line <= len(texts[path]) else "?"
+            text = text.replace("|", "\\|").replace("`", "'")
+            reason = waivers.get((path, line), "not reached by any test")
+            out.append(f"| `{path}:{line}` | `{text}` | {reason} |")
+    return "\n".join(out) + "\n"

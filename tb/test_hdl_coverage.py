@@ -1,0 +1,261 @@
+"""Line and toggle coverage of ``hdl/`` (``sim/hdl_coverage.py``, ``scin coverage``, ``make
+coverage``): the parser of Verilator's data, the mapping of Verilog branches back to Python lines
+through the attributes of the annotated conversion, the waivers file, the report, and that
+without ``SCIN_COVERAGE`` the runner builds exactly what it built before. No simulator runs here.
+"""
+
+import hashlib
+import importlib.util
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from scin.sim import hdl_coverage, runner
+from scin.sim.toolchain import REPO_ROOT, setup_environment
+
+
+def point(count, **fields):
+    """One line of a Verilator ``coverage.dat``."""
+    body = "".join(f"\x01{key}\x02{value}" for key, value in fields.items())
+    return f"C '{body}' {count}"
+
+
+def test_parse_dat_reads_points_and_rejects_anything_else():
+    text = "\n".join(["# SystemC::Coverage-3",
+                      point(7, f="a.v", l=12, n=5, t="branch", page="v_branch/a", o="if", S="12-13",
+                            h="TOP.a"),
+                      point(0, f="a.v", l=4, t="toggle", page="v_toggle/a", o="x[1]:0->1")])
+    points = hdl_coverage.parse_dat(text)
+    assert points == [({"f": "a.v", "l": "12", "n": "5", "t": "branch", "page": "v_branch/a",
+                        "o": "if", "S": "12-13", "h": "TOP.a"}, 7),
+                      ({"f": "a.v", "l": "4", "t": "toggle", "page": "v_toggle/a",
+                        "o": "x[1]:0->1"}, 0)]
+    with pytest.raises(ValueError, match="line 2"):
+        hdl_coverage.parse_dat("# SystemC::Coverage-3\nnot a point\n")
+
+
+#: A block with every kind of branch: If/Elif/Else, an FSM (a ``casez``) and a nested If.
+BLOCK = '''\
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+
+class Block(wiring.Component):
+    a: In(4)
+    b: In(1)
+    o: Out(4)
+    p: Out(1)
+
+    def elaborate(self, platform):
+        m = Module()
+        r = Signal(4)
+        with m.If(self.b):                 # IF
+            m.d.sync += r.eq(self.a)       # IF_BODY
+        with m.Elif(self.a == 3):          # ELIF
+            m.d.sync += r.eq(r + 1)        # ELIF_BODY
+        with m.Else():
+            m.d.sync += r.eq(0)            # ELSE_BODY
+        with m.FSM():
+            with m.State("A"):             # STATE_A
+                with m.If(self.b):         # NESTED
+                    m.next = "B"
+            with m.State("B"):             # STATE_B
+                m.d.comb += self.p.eq(1)   # STATE_B_BODY
+                m.next = "A"
+        m.d.comb += self.o.eq(r ^ self.a)
+        return m
+'''
+
+
+def line_of(tag):
+    return next(i for i, line in enumerate(BLOCK.splitlines(), 1) if line.endswith(f"# {tag}"))
+
+
+@pytest.fixture(scope="module")
+def annotated(tmp_path_factory):
+    """``(root, Verilog text)`` of :data:`BLOCK`, written as ``root/hdl/block.py`` and converted
+    as the runner converts under ``SCIN_COVERAGE=1``."""
+    from scin.hdl.toplevel import convert
+    setup_environment()
+    root = tmp_path_factory.mktemp("tree")
+    (root / "hdl").mkdir()
+    source = root / "hdl" / "block.py"
+    source.write_text(BLOCK)
+    spec = importlib.util.spec_from_file_location("coverage_block", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with hdl_coverage.annotated_conversion():
+        text = convert(module.Block(), name="block", emit_src=True)
+    return root, text
+
+
+def verilog_line(text, pattern, nth=0):
+    return [i for i, line in enumerate(text.splitlines(), 1) if pattern in line][nth]
+
+
+def test_branches_map_to_their_python_lines(annotated):
+    """Each ``if``/``else if``/``else`` and ``casez`` item of the Verilog maps to the Python
+    line of its ``If``/``Elif``/``Else``/``State`` and the assignments under it."""
+    root, text = annotated
+    vmap = hdl_coverage.verilog_map(text, root)
+    src = "hdl/block.py"
+    if_line = verilog_line(text, "if (b) begin")
+    elif_line = verilog_line(text, "end else if (")
+    assert set(vmap.then[if_line]) == {(src, line_of("IF")), (src, line_of("IF_BODY"))}
+    assert set(vmap.then[elif_line]) == {(src, line_of("ELIF")), (src, line_of("ELIF_BODY"))}
+    assert (src, line_of("ELSE_BODY")) in vmap.otherwise[elif_line]
+    cases = {tuple(sorted(v)) for v in vmap.then.values()}
+    assert ((src, line_of("STATE_B")), (src, line_of("STATE_B_BODY"))) in cases
+    assert any((src, line_of("NESTED")) in v for v in vmap.then.values())
+    # Declarations carry their src: the register r is declared on the line `r = Signal(4)`.
+    assert [(src, line_of("IF") - 1)] in vmap.decl.values()
+    # Nothing outside root/hdl (Amaranth's library, the standard library) is kept.
+    assert all(path == src for locs in vmap.then.values() for path, _ in locs)
+
+
+def test_collect_merges_runs_by_python_line(annotated, tmp_path):
+    """Two runs of one model (files named ``<top>-<build key>-<run>``, as the runner names
+    them): a line is covered if either reached it; a branch no run took is uncovered; toggles
+    count a bit only when it went both ways, over the runs."""
+    root, text = annotated
+    verilog = tmp_path / "block.v"
+    verilog.write_text(text)
+    if_line = verilog_line(text, "if (b) begin")
+    elif_line = verilog_line(text, "end else if (")
+    decl = next(line for line, locs in hdl_coverage.verilog_map(text, root).decl.items()
+                if locs == [("hdl/block.py", line_of("IF") - 1)])
+    data = tmp_path / "data"
+    data.mkdir()
+    common = dict(f=str(verilog), page="v_branch/block", h="TOP.block")
+    (data / "block-0123-one.dat").write_text("\n".join([
+        "# SystemC::Coverage-3",
+        point(3, l=if_line, t="branch", o="if", **common),
+        point(0, l=elif_line, t="branch", o="if", **common),
+        point(0, l=elif_line, t="branch", o="else", **common),
+        point(5, l=1, t="line", o="block", **common),
+        point(1, f=str(verilog), l=decl, t="toggle", o="r[0]:0->1"),
+        point(0, f=str(verilog), l=decl, t="toggle", o="r[0]:1->0"),
+    ]) + "\n")
+    (data / "block-0123-one.json").write_text(json.dumps({"test_module": "tb.one", "top": "block"}))
+    (data / "block-0123-two.dat").write_text("\n".join([
+        "# SystemC::Coverage-3",
+        point(0, l=if_line, t="branch", o="if", **common),
+        point(2, l=elif_line, t="branch", o="else", **common),
+        point(1, f=str(verilog), l=decl, t="toggle", o="r[0]:1->0"),
+        point(0, f=str(verilog), l=decl, t="toggle", o="r[1]:1->0"),
+    ]) + "\n")
+    cov = hdl_coverage.collect(data, root)
+    src = "hdl/block.py"
+    assert cov.lines[(src, line_of("IF"))] == 3
+    assert cov.lines[(src, line_of("ELIF"))] == 0
+    assert cov.lines[(src, line_of("ELSE_BODY"))] == 2
+    assert cov.toggles[src] == [1, 2]              # r[0] both ways (over two runs), r[1] not
+    assert sorted(cov.runs) == [("?", "?"), ("tb.one", "block")]
+    with pytest.raises(FileNotFoundError, match="SCIN_COVERAGE=1"):
+        hdl_coverage.collect(tmp_path / "empty", root)
+
+
+def test_report_gives_each_uncovered_line_a_reason(tmp_path):
+    (tmp_path / "hdl").mkdir()
+    (tmp_path / "hdl" / "x.py").write_text("a\nwith m.If(never):\nwith m.If(rare):\n")
+    cov = hdl_coverage.Coverage(lines={("hdl/x.py", 1): 4, ("hdl/x.py", 2): 0,
+                                       ("hdl/x.py", 3): 0},
+                                toggles={"hdl/x.py": [3, 4]}, runs=[("tb.t", "x")])
+    report = hdl_coverage.render_report(
+        cov, waivers={("hdl/x.py", 2): "a parameter never simulated"}, command="make coverage",
+        commit="abc1234", root=tmp_path)
+    assert "**1 of 3 instrumented `hdl/` lines covered: 33.3 %**" in report
+    assert "| `hdl/x.py` | 3 | 1 | 33.3 | 1 | 4 | 75.0 |" in report
+    assert "| `hdl/x.py:2` | `with m.If(never):` | a parameter never simulated |" in report
+    assert "| `hdl/x.py:3` | `with m.If(rare):` | not reached by any test |" in report
+    assert "abc1234" in report and "make coverage" in report
+
+
+def test_waivers_name_existing_hdl_lines():
+    """Every entry of docs/coverage-waivers.toml names a non-blank line of an hdl/ file, with a
+    reason (an entry whose line moved fails here)."""
+    waivers = hdl_coverage.load_waivers()
+    for (path, line), reason in waivers.items():
+        source = REPO_ROOT / path
+        assert source.is_file(), f"{path}:{line}: no such file"
+        lines = source.read_text().splitlines()
+        assert 1 <= line <= len(lines) and lines[line - 1].strip(), f"{path}:{line}: blank or past the end"
+        assert reason
+
+
+def test_waivers_file_errors_name_the_entry(tmp_path):
+    bad = tmp_path / "w.toml"
+    bad.write_text('[waivers]\n"sim/x.py:3" = "no"\n')
+    with pytest.raises(ValueError, match="sim/x.py:3"):
+        hdl_coverage.load_waivers(bad)
+    bad.write_text('[waivers]\n"hdl/x.py:3" = " "\n')
+    with pytest.raises(ValueError, match="no reason"):
+        hdl_coverage.load_waivers(bad)
+
+
+def test_without_the_variable_builds_are_unchanged(monkeypatch):
+    """Without SCIN_COVERAGE the Verilator flags are the ones every cached model was built with;
+    with it, the coverage flags are added (so a coverage model has a key of its own)."""
+    monkeypatch.delenv(hdl_coverage.ENV_VAR, raising=False)
+    assert runner.build_flags("verilator") == [
+        "-Wno-WIDTH", "-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial", "fast",
+        "--no-timing"]
+    assert runner.build_flags("icarus") == []
+    monkeypatch.setenv(hdl_coverage.ENV_VAR, "0")
+    assert "--coverage-line" not in runner.build_flags("verilator")
+    monkeypatch.setenv(hdl_coverage.ENV_VAR, "1")
+    assert runner.build_flags("verilator")[-2:] == ["--coverage-line", "--coverage-toggle"]
+    assert runner.build_flags("icarus") == []
+    monkeypatch.setenv(hdl_coverage.ENV_VAR, "yes")
+    with pytest.raises(ValueError, match="SCIN_COVERAGE"):
+        hdl_coverage.enabled()
+
+
+def test_verilog_cache_key_is_unchanged_without_the_variable(monkeypatch, tmp_path):
+    """Without SCIN_COVERAGE, verilog_for keys the Verilog by top, configuration and code of
+    hdl/ exactly as before (no cached Verilog goes stale); with it, the key differs and the
+    Verilog carries the branch attributes."""
+    from amaranth.hdl import Module
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import Out
+
+    class Tiny(wiring.Component):
+        o: Out(1)
+
+        def elaborate(self, platform):
+            m = Module()
+            with m.If(self.o):
+                m.d.sync += self.o.eq(0)
+            return m
+
+    monkeypatch.setattr(runner, "BUILD_ROOT", tmp_path)
+    monkeypatch.delenv(hdl_coverage.ENV_VAR, raising=False)
+    plain = runner.verilog_for(Tiny, "tiny", "k")
+    key = hashlib.sha256(f"tiny\0k\0{runner.hdl_fingerprint()}".encode()).hexdigest()[:16]
+    assert plain.name == f"tiny-{key}.v"
+    assert "scin_cases" not in plain.read_text()
+    monkeypatch.setenv(hdl_coverage.ENV_VAR, "1")
+    annotated = runner.verilog_for(Tiny, "tiny", "k")
+    assert annotated != plain and "scin_cases" in annotated.read_text()
+
+
+def test_data_plusarg_keeps_each_run_apart(tmp_path):
+    build_dir = tmp_path / "verilator" / "isa-0123456789abcdef"
+    first = hdl_coverage.data_plusarg(tmp_path, "isa", build_dir, "tb.test_isa", "t1")
+    second = hdl_coverage.data_plusarg(tmp_path, "isa", build_dir, "tb.test_isa", "t1")
+    assert first != second and first.startswith("+verilator+coverage+file+")
+    dat = first.removeprefix("+verilator+coverage+file+")
+    assert dat.startswith(str(tmp_path / "coverage" / "isa-0123456789abcdef-"))
+    side = json.loads((tmp_path / "coverage" / (dat.rsplit("/", 1)[1][:-4] + ".json")).read_text())
+    assert side["test_module"] == "tb.test_isa" and side["build_dir"] == str(build_dir)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_coverage_runs_the_suite_with_coverage_then_the_report():
+    out = subprocess.run(["make", "-n", "-C", str(REPO_ROOT), "coverage"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "SCIN_COVERAGE=1" in out and "-k \"not icarus\"" in out
+    assert "scin coverage" in out
