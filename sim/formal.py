@@ -226,17 +226,21 @@ PROPERTY_SETS = (
                 dict(block="feeder"), "k-induction", 3, 8,
                 broken={"mask_not_held": (8, ("dp_contract",))}),
     PropertySet("contract_writeback", "WriteBack (wr, per port)", "StreamContractHarness",
-                dict(block="writeback"), "k-induction", 3, 8),
+                dict(block="writeback"), "k-induction", 3, 8,
+                broken={"reload_while_waiting": (6, ("wr_0_contract",))}),
     PropertySet("contract_read_issuer", "ReadIssuer (job, req per port)",
-                "StreamContractHarness", dict(block="read_issuer"), "k-induction", 3, 8),
+                "StreamContractHarness", dict(block="read_issuer"), "k-induction", 3, 8,
+                broken={"job_without_ready": (4, ("job_only_when_ready",))}),
     # Bounded: induction fails from controller states no reset reaches, and no invariant ties
     # them. 12 cycles: the first flag is offered at cycle 4 (the cover), and its fields are
     # registers written in other states, so 7 cycles of waiting show every way the offer can
     # change. (A watchdog abort withdraws the offer, as a flush does: at least 256 cycles.)
     PropertySet("contract_wave_controller", "WaveController (flag)", "StreamContractHarness",
-                dict(block="wave_controller"), "bmc", 12, 12),
+                dict(block="wave_controller"), "bmc", 12, 12,
+                broken={"flag_outside_flags": (8, ("flag_contract",))}),
     PropertySet("contract_copy_path", "CopyPath (dp_in, out)", "StreamContractHarness",
-                dict(block="copy_path"), "k-induction", 3, 8),
+                dict(block="copy_path"), "k-induction", 3, 8,
+                broken={"datapath_offered_in_copy": (4, ("dp_in_contract",))}),
     # Bounded: induction fails from bridge states no reset reaches. 10 cycles: an atomic's W
     # beat, the one the write path does not drive, is first reached at cycle 5 (the cover), a
     # write's W beats from cycle 1; the bound holds either waiting behind the other.
@@ -248,7 +252,8 @@ PROPERTY_SETS = (
     # does not depend on the data: the pipeline's valid bits never look at it).
     PropertySet("contract_datapath", "Datapath (o; 3 inputs, 64-bit flits)",
                 "StreamContractHarness", dict(block="datapath"), "k-induction", 3, 12,
-                cover_params=dict(quiet_data=True)),
+                cover_params=dict(quiet_data=True),
+                broken={"output_never_stalls": (12, ("o_contract",))}),
     PropertySet("contract_memory", "AxiMemory (AXI4 r, b; dump_data)", "StreamContractHarness",
                 dict(block="memory"), "k-induction", 3, 12,
                 broken={"r_not_held": (8, ("axi_r_contract",))}),

@@ -92,84 +92,109 @@ def _attr_text(locs):
     return "|".join(dict.fromkeys(loc for loc in locs if loc))
 
 
+#: While an assignment list is emitted, its last entry is the list of the containers (a process
+#: or a case of Amaranth's RTLIL builder) that received each assignment, in order; empty
+#: otherwise.
+_TARGETS = []
+
+
+def _recording(original):
+    """``original`` (``Process.assign`` or ``Case.assign`` of Amaranth's RTLIL builder), also
+    noting which container each assignment went into while an assignment list is emitted."""
+    def assign(self, lhs, rhs):
+        if _TARGETS:
+            _TARGETS[-1].append(self)
+        return original(self, lhs, rhs)
+    return assign
+
+
 def _emit_assignment_list(self, cell_idx, cell):
-    """Amaranth 0.5's ``ModuleEmitter.emit_assignment_list``, unchanged but for recording the
-    source location of every case (its ``Matches`` cell) and of the assignments written into it,
-    as ``scin_case`` on the case and ``scin_cases`` on its switch.
+    """Amaranth's own ``ModuleEmitter.emit_assignment_list``, run unchanged and watched: the
+    containers its assignments go into are recorded (:func:`_recording`), then
+    :func:`_annotate_process` puts the locations of every case on the process it made."""
+    targets = []
+    _TARGETS.append(targets)
+    try:
+        _ORIGINAL["emit_assignment_list"](self, cell_idx, cell)
+    finally:
+        _TARGETS.pop()
+    _annotate_process(self.netlist, cell, targets)
 
-    A modified copy of Amaranth's code (amaranth/back/rtlil.py, 0.5.x; BSD-2-Clause, Copyright
-    (C) 2019-2024 Amaranth HDL contributors), used only under ``SCIN_COVERAGE=1``. It is a
-    stopgap: Amaranth puts no source location on a case, and this project's rule is no copies
-    of other projects' code, so it is to be replaced (by asking Amaranth for case locations, or
-    by mapping Verilator's points without them)."""
+
+class _EmitterChanged(RuntimeError):
+    def __init__(self, what):
+        super().__init__(f"Amaranth's RTLIL emitter no longer emits processes as "
+                         f"sim/hdl_coverage.py expects ({what}); the coverage mapping would be "
+                         f"wrong")
+
+
+def _annotate_process(netlist, cell, targets):
+    """Set ``scin_cases`` on every switch and ``scin_locs`` on every case of the process just
+    emitted for the assignment list ``cell``.
+
+    What is relied on (and checked; :class:`_EmitterChanged` otherwise): the process's first
+    assignment is the list's default, then every assignment of ``cell.assignments`` is made
+    once, in order, into the case whose condition it has (the process itself for an
+    unconditional one); a switch stands for one ``PriorityMatch`` cell of the netlist, and its
+    cases for that cell's inputs in order, less the inputs whose ``Matches`` cell has no pattern
+    (a case that can never match, which RTLIL cannot express: Amaranth drops it)."""
+    if not targets or len(targets) != len(cell.assignments) + 1:
+        raise _EmitterChanged(f"{len(targets)} assignments made for a list of "
+                              f"{len(cell.assignments)} and a default")
+    process, direct = targets[0], {}
+    for container, assignment in zip(targets[1:], cell.assignments):
+        direct.setdefault(id(container), []).append(assignment)
+    from amaranth.back import rtlil
+    for item in process.contents:
+        if isinstance(item, rtlil.Switch):
+            _annotate_switch(netlist, item, direct)
+
+
+def _annotate_switch(netlist, switch, direct):
+    """Annotate ``switch`` and the switches nested in its cases (see :func:`_annotate_process`;
+    ``direct`` maps a case's ``id`` to the assignments made directly into it). Returns the
+    index of the switch's ``PriorityMatch`` cell."""
+    from amaranth.back import rtlil
     from amaranth.hdl import _nir
-
-    def emit_assignments(case, cond):
-        nonlocal pos
-        while pos < len(cell.assignments):
-            assign = cell.assignments[pos]
-            if assign.cond == cond:
-                case.assign(self.sigspec(lhs[assign.start:assign.start + len(assign.value)]),
-                            self.sigspec(assign.value))
-                case.scin_locs.append(_loc(assign.src_loc))
-                pos += 1
-            else:
-                search_cond = assign.cond
-                while True:
-                    if search_cond == cond:
-                        break
-                    if search_cond == _nir.Net.from_const(1):
-                        return
-                    priority_cell_idx = search_cond.cell
-                    priority_cell = self.netlist.cells[priority_cell_idx]
-                    assert isinstance(priority_cell, _nir.PriorityMatch)
-                    search_cond = priority_cell.en
-                test = _nir.Value()
-                for net in priority_cell.inputs:
-                    if net != _nir.Net.from_const(1):
-                        matches_cell = self.netlist.cells[net.cell]
-                        assert isinstance(matches_cell, _nir.Matches)
-                        test = matches_cell.value
-                        break
-                switch = case.switch(self.sigspec(test))
-                switch.scin_cases = []
-                for bit, net in enumerate(priority_cell.inputs):
-                    subcond = _nir.Net.from_cell(priority_cell_idx, bit)
-                    if net == _nir.Net.from_const(1):
-                        # An Else has no cell of its own to give its line: its
-                        # assignments' lines stand for it.
-                        sub = switch.default()
-                        sub.scin_locs = []
-                    else:
-                        matches_cell = self.netlist.cells[net.cell]
-                        assert isinstance(matches_cell, _nir.Matches)
-                        assert test == matches_cell.value
-                        sub = switch.case(matches_cell.patterns)
-                        sub.scin_locs = [_loc(matches_cell.src_loc)]
-                    emit_assignments(sub, subcond)
-                    # A case without patterns is dropped from the RTLIL (it can never match);
-                    # it must not shift the positions of the cases after it.
-                    if sub in switch.cases:
-                        switch.scin_cases.append(_attr_text(sub.scin_locs))
-
-    lhs = _nir.Value(_nir.Net.from_cell(cell_idx, bit) for bit in range(len(cell.default)))
-    proc = self.builder.process(src_loc=cell.src_loc)
-    proc.scin_locs = []
-    proc.assign(self.sigspec(lhs), self.sigspec(cell.default))
-    pos = 0
-    emit_assignments(proc, _nir.Net.from_const(1))
-    assert pos == len(cell.assignments)
+    always = _nir.Net.from_const(1)
+    # Each case's condition: the one its own assignments carry, or the enable of a switch
+    # nested in it (a case with neither, `with m.If(x): pass`, is placed by position below).
+    conds = []
+    for case in switch.cases:
+        nested = [_annotate_switch(netlist, item, direct) for item in case.contents
+                  if isinstance(item, rtlil.Switch)]
+        mine = direct.get(id(case), [])
+        if any(a.cond != mine[0].cond for a in mine):
+            raise _EmitterChanged("one case holds assignments of two conditions")
+        conds.append(mine[0].cond if mine else netlist.cells[nested[0]].en if nested else None)
+    known = [cond for cond in conds if cond is not None]
+    if not known:
+        raise _EmitterChanged("a switch with no assignment under it")
+    index = known[0].cell
+    priority = netlist.cells[index]
+    if not isinstance(priority, _nir.PriorityMatch):
+        raise _EmitterChanged("a case condition that is not a PriorityMatch output")
+    kept = [bit for bit, net in enumerate(priority.inputs)
+            if net == always or netlist.cells[net.cell].patterns]
+    if len(kept) != len(switch.cases) or any(
+            cond is not None and cond != _nir.Net.from_cell(index, bit)
+            for cond, bit in zip(conds, kept)):
+        raise _EmitterChanged("the cases of a switch are not its PriorityMatch inputs")
+    switch.scin_cases = []
+    for case, bit in zip(switch.cases, kept):
+        net = priority.inputs[bit]
+        # An Else has no Matches cell to give its line: its assignments' lines stand for it.
+        locs = [] if net == always else [_loc(netlist.cells[net.cell].src_loc)]
+        case.scin_locs = locs + [_loc(a.src_loc) for a in direct.get(id(case), [])]
+        switch.scin_cases.append(_attr_text(case.scin_locs))
+    return index
 
 
 def _switch_emit(self, line):
     cases = getattr(self, "scin_cases", None)
     if cases is not None:
         line(f'attribute \\scin_cases "{";".join(cases)}"')
-    line(f"switch {self.sel}")
-    with line.indent():
-        for case in self.cases:
-            case.emit(line)
-    line("end")
+    _ORIGINAL["Switch.emit"](self, line)
 
 
 def _case_emit(self, line):
@@ -185,22 +210,33 @@ _ORIGINAL = {}
 @contextlib.contextmanager
 def annotated_conversion():
     """Within this block Amaranth's RTLIL back end writes the ``scin_cases``/``scin_case``
-    attributes (module docstring). Written for Amaranth 0.5 (its emitter is copied); raises
-    ``RuntimeError`` on another version rather than mapping coverage wrongly."""
+    attributes (module docstring). Amaranth's emitter runs as it is; around it, the project's
+    code records where each assignment goes and reads each case's location from the netlist
+    (:func:`_annotate_process`), and the attributes are written just before the ``switch`` and
+    ``case`` lines that Amaranth writes. Written against Amaranth 0.5's back end (its builder
+    classes and netlist cells); raises ``RuntimeError`` on another version, or when the emitted
+    processes do not have the shape :func:`_annotate_process` checks, rather than mapping
+    coverage wrongly."""
     import amaranth
     from amaranth.back import rtlil
     if not amaranth.__version__.startswith("0.5."):
         raise RuntimeError(f"coverage conversion is written for Amaranth 0.5, found "
                            f"{amaranth.__version__}; update scin/sim/hdl_coverage.py")
-    _ORIGINAL.setdefault("Case.emit", rtlil.Case.emit)
-    saved = (rtlil.ModuleEmitter.emit_assignment_list, rtlil.Switch.emit, rtlil.Case.emit)
-    rtlil.ModuleEmitter.emit_assignment_list = _emit_assignment_list
-    rtlil.Switch.emit = _switch_emit
-    rtlil.Case.emit = _case_emit
+    patched = {"emit_assignment_list": (rtlil.ModuleEmitter, _emit_assignment_list),
+               "Switch.emit": (rtlil.Switch, _switch_emit),
+               "Case.emit": (rtlil.Case, _case_emit),
+               "Process.assign": (rtlil.Process, None), "Case.assign": (rtlil.Case, None)}
+    saved = {}
+    for key, (cls, replacement) in patched.items():
+        attr = key.rpartition(".")[2]
+        saved[key] = getattr(cls, attr)
+        _ORIGINAL.setdefault(key, saved[key])
+        setattr(cls, attr, replacement or _recording(saved[key]))
     try:
         yield
     finally:
-        (rtlil.ModuleEmitter.emit_assignment_list, rtlil.Switch.emit, rtlil.Case.emit) = saved
+        for key, (cls, _) in patched.items():
+            setattr(cls, key.rpartition(".")[2], saved[key])
 
 
 # --- Runs --------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ from scin.sim.toolchain import REPO_ROOT
 
 CHECKS = formal.checks()
 
-
 @pytest.mark.parametrize("check", CHECKS, ids=[c.name for c in CHECKS])
 def test_property(check):
     """The check gives its expected result: a proof ``proved``, covers ``reached``, a broken
@@ -41,6 +40,18 @@ def test_every_set_has_a_proof_covers_and_a_reason_for_its_depth():
     # The blocks with broken variants: each block under proof has one.
     broken_blocks = {s.harness for s in formal.PROPERTY_SETS if s.broken}
     assert broken_blocks == {s.harness for s in formal.PROPERTY_SETS}
+
+
+def test_every_stream_contract_block_has_a_broken_variant_that_runs():
+    """Every block of the stream-contract harness has a broken variant, and ``scin prove`` runs
+    each of them (every ``broken`` tie of ``BLOCKS`` is a variant of the block's set)."""
+    from scin.hdl.formal.stream_contracts import BLOCKS
+    sets = {dict(s.params)["block"]: s for s in formal.PROPERTY_SETS
+            if s.harness == "StreamContractHarness"}
+    assert set(sets) == set(BLOCKS)
+    for block, spec in BLOCKS.items():
+        assert spec["broken"], f"{block} has no broken variant"
+        assert set(spec["broken"]) == set(sets[block].broken), block
 
 
 def test_unknown_names_are_refused_with_the_way_to_list_them():

@@ -36,7 +36,9 @@ def test_parse_dat_reads_points_and_rejects_anything_else():
         hdl_coverage.parse_dat("# SystemC::Coverage-3\nnot a point\n")
 
 
-#: A block with every kind of branch: If/Elif/Else, an FSM (a ``casez``) and a nested If.
+#: A block with every kind of branch: If/Elif/Else, an FSM (a ``casez``), a nested If, and a
+#: Switch whose first case has no pattern (it never matches: Amaranth leaves it out of the RTLIL,
+#: so the case after it is the switch's first).
 BLOCK = '''\
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
@@ -48,6 +50,7 @@ class Block(wiring.Component):
     b: In(1)
     o: Out(4)
     p: Out(1)
+    q: Out(2)
 
     def elaborate(self, platform):
         m = Module()
@@ -65,6 +68,11 @@ class Block(wiring.Component):
             with m.State("B"):             # STATE_B
                 m.d.comb += self.p.eq(1)   # STATE_B_BODY
                 m.next = "A"
+        with m.Switch(self.a):
+            with m.Case():                 # NEVER
+                m.d.comb += self.q.eq(1)   # NEVER_BODY
+            with m.Case(5):                # FIVE
+                m.d.comb += self.q.eq(2)   # FIVE_BODY
         m.d.comb += self.o.eq(r ^ self.a)
         return m
 '''
@@ -110,10 +118,51 @@ def test_branches_map_to_their_python_lines(annotated):
     cases = {tuple(sorted(v)) for v in vmap.then.values()}
     assert ((src, line_of("STATE_B")), (src, line_of("STATE_B_BODY"))) in cases
     assert any((src, line_of("NESTED")) in v for v in vmap.then.values())
+    # A case whose only contents is a nested If still has its own line.
+    assert ((src, line_of("STATE_A")),) in cases
+    # The pattern-less case is not in the Verilog, and does not shift the one after it.
+    assert ((src, line_of("FIVE")), (src, line_of("FIVE_BODY"))) in cases
+    assert not any((src, line_of(tag)) in v for v in vmap.then.values()
+                   for tag in ("NEVER", "NEVER_BODY"))
     # Declarations carry their src: the register r is declared on the line `r = Signal(4)`.
     assert [(src, line_of("IF") - 1)] in vmap.decl.values()
     # Nothing outside root/hdl (Amaranth's library, the standard library) is kept.
     assert all(path == src for locs in vmap.then.values() for path, _ in locs)
+
+
+def _block(root):
+    spec = importlib.util.spec_from_file_location("coverage_block", root / "hdl" / "block.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Block()
+
+
+def test_annotation_adds_attributes_and_nothing_else(annotated):
+    """The annotated RTLIL is Amaranth's own output with one ``scin_cases`` line before each
+    switch and a ``scin_case`` line before each located case; every case of the block gets one
+    (an Else only when assignments under it give it lines). The patches are undone after."""
+    from amaranth.back import rtlil
+    root, _ = annotated
+    plain = rtlil.convert(_block(root), name="block", emit_src=True)
+    with hdl_coverage.annotated_conversion():
+        text = rtlil.convert(_block(root), name="block", emit_src=True)
+    kept = [line for line in text.splitlines() if "scin_case" not in line]
+    assert kept == plain.splitlines()
+    lines = text.splitlines()
+    switches = [i for i, line in enumerate(lines) if line.strip().startswith("switch ")]
+    cases = [i for i, line in enumerate(lines) if line.strip().startswith("case")]
+    assert switches and all("scin_cases" in lines[i - 1] for i in switches)
+    assert all("scin_case " in lines[i - 1] for i in cases
+               if lines[i].strip() != "case"), "a case with patterns and no location"
+    assert "scin_case" not in rtlil.convert(_block(root), name="block", emit_src=True)
+
+
+def test_an_emitter_of_another_shape_is_refused():
+    """The annotation checks what it relies on: an assignment list whose assignments were not
+    all seen going into the process is an error, not a wrong mapping."""
+    from types import SimpleNamespace
+    with pytest.raises(RuntimeError, match="no longer emits processes"):
+        hdl_coverage._annotate_process(None, SimpleNamespace(assignments=[object()]), [object()])
 
 
 def test_collect_merges_runs_by_python_line(annotated, tmp_path):

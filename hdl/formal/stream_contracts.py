@@ -37,7 +37,8 @@ def _small_isa():
 #: before (a synchronous memory's read data); ``abort``: the input whose cycles are exempt
 #: (an abort empties the block, dropping what it offered); ``broken``: named broken variants,
 #: each a register of the block and what it is tied to (a function of the open block and the
-#: parameters), one condition removed.
+#: parameters), one condition removed; ``quiet_broken``: the broken variants run with quiet data
+#: (see the harness's ``quiet_data``).
 BLOCKS = {
     "feeder": dict(
         make=Feeder, stable=("run.msg",),
@@ -46,13 +47,24 @@ BLOCKS = {
         # flit waiting on the output changes when the next job is taken behind it.
         broken={"mask_not_held": ("out_mask",
                                   lambda bo, p: job_layout(p)(bo.probe("job")).rmask)}),
-    "writeback": dict(make=WriteBack, stable=("run.msg",), held={},
-                      abort="run.flush", broken={}),
+    # Every `wr` stream is the read side of a `lib.fifo` queue, so the contract rests on the
+    # queue alone: the broken variant is port 0's queue with its output register reloaded from
+    # storage whenever the queue holds more (the `~r_rdy | r_en` condition of the read enable
+    # removed): a flit waiting on `wr.0` is replaced by the one queued behind it.
+    "writeback": dict(make=WriteBack, stable=("run.msg",), held={}, abort="run.flush",
+                      broken={"reload_while_waiting": (
+                          "wr_queue0.r_port__en",
+                          lambda bo, p: bo.probe("wr_queue0.inner_r_rdy"))}),
     # The job is offered only in the cycle it is taken, atomically with the slot's arm and read
     # requests (its `valid` depends on `ready`, by design: the feeder's `ready` does not depend
     # on `valid`, so there is no loop): it never waits, which is stated instead of `held`.
+    # Broken: the job offered whenever the table manager has a free slot, without the feeder's
+    # `ready` (nor the SLOT state's other conditions): it would wait, and nothing in the issuer
+    # holds it.
     "read_issuer": dict(make=ReadIssuer, stable=("run.msg",), held={}, abort="run.flush",
-                        only_when_ready=("job",), broken={}),
+                        only_when_ready=("job",),
+                        broken={"job_without_ready": (
+                            "job__valid", lambda bo, p: bo.block.alloc.valid)}),
     # The completion flag's status bits are read live from the sticky error and datapath status
     # inputs while the flag waits: an error that arrives meanwhile is added to the flag that goes
     # out (more accurate, not less). Stated as: everything else held, status bits only added.
@@ -63,7 +75,10 @@ BLOCKS = {
                             sticky_inputs={"reads.error": "run.clear_error",
                                            "writes.error": "run.clear_error",
                                            "writes.status": "run.clear_error"},
-                            broken={}),
+                            # The flag offered in every state, not only in FLAGS: an offer made
+                            # before the flag's fields exist (its payload is 0 outside FLAGS)
+                            # changes when the controller gets there.
+                            broken={"flag_outside_flags": ("flag__valid", lambda bo, p: 1)}),
     # The endpoint's packet-to-AXI4 bridge, on the small fabric with 4 outstanding reads. The
     # AXI slave keeps the AXI rule the bridge relies on: a write's B only after its last W beat.
     "bridge": dict(make=lambda p: AxiBridge(p.fabric, outstanding=4), stable=(), held={},
@@ -85,11 +100,24 @@ BLOCKS = {
                         held={}, abort=None,
                         # The event output shows the newest command event, not the one offered.
                         broken={"event_not_held": ("eo", lambda bo, p: bo.probe("ev_cmd"))}),
+    # Broken: the block quantizer's output pipeline (the datapath's last stages) advances every
+    # cycle, its `~o.valid | o.ready` condition removed: a result waiting on `o` is overwritten
+    # by the one behind it (or by nothing).
     "datapath": dict(make=lambda p: Datapath(n_inputs=p.fabric.ports,
                                              flit_width=p.fabric.flit_width),
-                     stable=(), held={}, abort=None, broken={}),
-    "copy_path": dict(make=CopyPath, stable=("run.msg",), held={},
-                      abort="run.flush", broken={}),
+                     stable=(), held={}, abort=None,
+                     broken={"output_never_stalls": ("block_quantizer.en_b", lambda bo, p: 1)},
+                     # A result reaches `o` only after the pipeline's 9 cycles, and a bounded
+                     # search that deep through the FP16 adder tree with free data ran past 12
+                     # minutes: the broken variant runs with every input payload 0, as the covers
+                     # do (the offer is withdrawn whatever the data).
+                     quiet_broken=True),
+    # Broken: the feeder's flit offered to the datapath in copy mode too (the `~copy` condition
+    # of `dp_in.valid` removed). The feeder then follows `out.ready` alone, so a flit offered on
+    # `dp_in` leaves when the write-back takes its copy, whatever the datapath did.
+    "copy_path": dict(make=CopyPath, stable=("run.msg",), held={}, abort="run.flush",
+                      broken={"datapath_offered_in_copy": (
+                          "dp_in__valid", lambda bo, p: bo.block.feed.valid)}),
 }
 
 
@@ -200,15 +228,18 @@ class StreamContractHarness(wiring.Component):
     broken : None or str
         A broken variant of the block (its ``broken`` table).
     quiet_data : bool
-        Every input stream's payload is 0: for covers only, where a search through arithmetic
-        on the data (the datapath's adder tree) would cost more than the events need.
+        Every input stream's payload is the constant 0 (the harness's own payload ports are left
+        unused): for covers, and the broken variants of a block with ``quiet_broken``, where a
+        search through arithmetic on the data (the datapath's adder tree) would cost more than
+        the events need. Never for a proof: it would prove nothing about other data.
     """
 
     def __init__(self, *, block, invariants=True, broken=None, quiet_data=False):
         check_choice("block", block, tuple(BLOCKS))
         self._spec = BLOCKS[block]
         check_broken(broken, tuple(self._spec["broken"]))
-        self._broken, self._quiet = broken, quiet_data
+        self._broken = broken
+        self._quiet = quiet_data or (broken is not None and self._spec.get("quiet_broken", False))
         self._params = _small_isa()
         self._block = self._spec["make"](self._params)
         self.properties = Properties(invariants=invariants)
@@ -231,6 +262,13 @@ class StreamContractHarness(wiring.Component):
                     # The harness's copy has a `ready` port of its own, ignored: a constant
                     # cannot be a port.
                     m.d.comb += [mine.valid.eq(theirs.valid), mine.payload.eq(theirs.payload)]
+                elif (self._quiet and member.flow == In
+                      and isinstance(member.signature, stream.Signature)):
+                    # Quiet data: the block's input payload is the constant 0, not an assumption
+                    # on a free port, so that Yosys folds the arithmetic on it away before the
+                    # solver sees it (assumed, the FP16 adder tree was still in every step).
+                    m.d.comb += [theirs.valid.eq(mine.valid), mine.ready.eq(theirs.ready),
+                                 theirs.payload.eq(0)]
                 elif not member.is_port:
                     connect(m, flipped(mine), theirs)
                 elif member.flow == In:
@@ -295,8 +333,6 @@ class StreamContractHarness(wiring.Component):
             # `flow` is the block's: it consumes an In stream and drives an Out one.
             if flow == In:
                 p.assume(m, "input_streams_keep_contract", ~waited | held)
-                if self._quiet:
-                    p.assume(m, "quiet_data", payload == 0)
             elif path in spec.get("only_when_ready", ()):
                 p.spec(m, f"{name}_only_when_ready", ~s.valid | s.ready)
                 p.cover(m, f"{name}_transfer", s.valid & s.ready)
