@@ -45,6 +45,9 @@ BLOCKS = {
     "scin_switch": (lambda p: _scin_switch(p),
                     "the paper's switch (Fig. 4): switch ports + core + ISA, link ends, descriptor "
                     "port and counters outside (what the switch FPGA holds)"),
+    "nvls_engine": (lambda p: _nvls_engine(p),
+                    "NVLS baseline (docs/NVLS.md): multicast table, ld_reduce/st/red fan-out, "
+                    "reduction table, FP32 arrival-order reducer, ack table"),
     "axi_memory": (lambda p: _endpoint_block(p, "memory"),
                    "AXI4 slave memory model, 64 KiB, 40-cycle read latency (simulation model)"),
     "axi_bridge": (lambda p: _endpoint_block(p, "bridge"),
@@ -72,6 +75,12 @@ def _scin_switch(params):
     from .isa import IsaParams
     from .scin_switch import ScinSwitch
     return ScinSwitch(IsaParams(fabric=params), credits=DEFAULT_CREDITS, isa_depth=DEFAULT_ISA_DEPTH)
+
+
+def _nvls_engine(params):
+    from .nvls.engine import NvlsEngine
+    from .nvls.params import NvlsParams
+    return NvlsEngine(NvlsParams(fabric=params))
 
 
 def _endpoint_block(params, which):

@@ -143,6 +143,20 @@ class FabricParams:
         return bits_for(self.max_payload)
 
     @property
+    def switch_port(self):
+        """The switch's own fabric address, ``2**port_bits - 1``: the ``src`` of what the NVLS
+        engine sends and the ``dst`` of the responses it collects (docs/NVLS.md). NVLS mode needs
+        ``ports < 2**port_bits`` so that no endpoint has this number."""
+        return (1 << self.port_bits) - 1
+
+    @property
+    def multicast_base(self):
+        """The first multicast address: ``addr`` bit ``addr_width - 1`` set. An INC=0 READ,
+        WRITE or ATOMIC_ADD to an address at or above it is an NVLS multimem access
+        (docs/NVLS.md)."""
+        return 1 << (self.addr_width - 1)
+
+    @property
     def header_layout(self):
         """The header, as a :class:`data.StructLayout`, LSB first."""
         return data.StructLayout({

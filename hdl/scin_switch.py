@@ -14,6 +14,8 @@ from .isa import IsaParams
 from .isa.instruction_buffer import load_layout
 from .isa.isa import Isa
 from .isa.wave_controller import counters_layout
+from .nvls.engine import NvlsEngine
+from .nvls.params import NvlsParams, mc_load_layout, nvls_counters_layout
 from .packet import NUM_CLASSES
 from .params import check_type
 from .switch import Switch
@@ -41,6 +43,9 @@ class ScinSwitch(wiring.Component):
         credits).
     isa_depth : int
         Depth of every ISA RX and TX queue, in flits.
+    nvls : NvlsParams or None
+        Add the NVLS engine, the baseline (docs/NVLS.md), beside the ISA; ``nvls.fabric`` must
+        be ``isa.fabric``. ``None`` (the default): no NVLS engine, the switch as the paper has it.
 
     Raises
     ------
@@ -59,22 +64,35 @@ class ScinSwitch(wiring.Component):
         Each switch port's dropped-packet counters.
     overflow, credit_error : Out(N)
         Sticky transport error flags, one bit per port (never set on correct links).
+    mc_load : In(stream.Signature(mc_load_layout))
+        Only with ``nvls``: the multicast table's write port.
+    nvls_counters : Out(nvls_counters_layout)
+        Only with ``nvls``: the NVLS engine's counters.
     """
 
-    def __init__(self, isa=None, *, credits=256, isa_depth=256):
+    def __init__(self, isa=None, *, credits=256, isa_depth=256, nvls=None):
         self._isa_params = check_type("isa", IsaParams() if isa is None else isa, IsaParams)
         self._credits = check_credits(credits)
         self._isa_depth = check_queue_depth(isa_depth)
         f = self._isa_params.fabric
+        if nvls is not None:
+            check_type("nvls", nvls, NvlsParams)
+            if nvls.fabric != f:
+                raise ValueError(f"nvls.fabric must be isa.fabric ({f}), not {nvls.fabric}")
+        self._nvls = nvls
         n = f.ports
-        super().__init__({
+        members = {
             "link":         Out(link_end_signature(f)).array(n),
             "load":         In(stream.Signature(load_layout(self._isa_params))),
             "counters":     Out(counters_layout()),
             "errors":       Out(error_layout()).array(n),
             "overflow":     Out(n),
             "credit_error": Out(n),
-        })
+        }
+        if nvls is not None:
+            members.update({"mc_load":       In(stream.Signature(mc_load_layout(nvls))),
+                            "nvls_counters": Out(nvls_counters_layout())})
+        super().__init__(members)
 
     @property
     def isa_params(self):
@@ -95,7 +113,13 @@ class ScinSwitch(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         f = self.fabric
-        m.submodules.switch = switch = Switch(f, credits=self._credits, isa_depth=self._isa_depth)
+        nvls = self._nvls is not None
+        m.submodules.switch = switch = Switch(f, credits=self._credits, isa_depth=self._isa_depth,
+                                              nvls=nvls)
+        if nvls:
+            m.submodules.nvls = engine = NvlsEngine(self._nvls)
+            connect(m, flipped(self.mc_load), engine.load)
+            m.d.comb += self.nvls_counters.eq(engine.counters)
         m.submodules.isa = isa = Isa(self._isa_params)
         connect(m, flipped(self.load), isa.load)
         m.d.comb += [
@@ -107,6 +131,9 @@ class ScinSwitch(wiring.Component):
             for c in range(NUM_CLASSES):
                 connect(m, switch.isa_rx[p][c], isa.rx[p][c])
                 connect(m, isa.tx[p][c], switch.isa_tx[p][c])
+                if nvls:
+                    connect(m, switch.nvls_rx[p][c], engine.rx[p][c])
+                    connect(m, engine.tx[p][c], switch.nvls_tx[p][c])
             connect(m, switch.link[p], flipped(self.link[p]))
             m.d.comb += self.errors[p].eq(switch.errors[p])
         return m

@@ -17,6 +17,7 @@ from .endpoint.memory import MIN_LATENCY
 from .isa import IsaParams
 from .isa.instruction_buffer import load_layout
 from .isa.wave_controller import counters_layout
+from .nvls.params import NvlsParams, mc_load_layout, nvls_counters_layout
 from .packet import NUM_CLASSES
 from .params import check_int, check_power_of_two, check_type
 from .scin_switch import ScinSwitch
@@ -52,6 +53,9 @@ class SystemParams:
         Endpoint memories answer reads with different IDs out of order.
     credits : int
         Per-class receive-queue depth of every transport port (flits).
+    nvls : NvlsParams or None
+        The NVLS engine beside the ISA (docs/NVLS.md), the baseline; ``nvls.fabric`` must be
+        ``isa.fabric``. ``None`` (the default): the switch without it.
     """
     isa:             IsaParams = field(default_factory=IsaParams)
     one_way_latency: int = 90
@@ -60,6 +64,7 @@ class SystemParams:
     mem_sizes:       tuple = ()
     reorder:         bool = False
     credits:         int = 256
+    nvls:            object = None
 
     def __post_init__(self):
         check_type("isa", self.isa, IsaParams)
@@ -74,6 +79,10 @@ class SystemParams:
             check_power_of_two(f"mem_sizes[{i}]", size, 4096)
         check_type("reorder", self.reorder, bool)
         check_credits(self.credits)
+        if self.nvls is not None:
+            check_type("nvls", self.nvls, NvlsParams)
+            if self.nvls.fabric != self.fabric:
+                raise ValueError(f"nvls.fabric must be isa.fabric ({self.fabric}), not {self.nvls.fabric}")
 
     @property
     def fabric(self):
@@ -109,6 +118,9 @@ class System(wiring.Component):
         Each switch port's bad-packet counters.
     rejected : Out(16).array(N)
         Each endpoint bridge's refused-request counter.
+    mc_load, nvls_counters :
+        Only with ``params.nvls``: the multicast table's write port and the NVLS engine's
+        counters (:class:`~scin.hdl.scin_switch.ScinSwitch`).
     """
 
     def __init__(self, params=None):
@@ -124,7 +136,10 @@ class System(wiring.Component):
                            for i in range(n)]
         # The backdoor ports are as wide as the largest memory needs.
         ep = max(self._endpoints, key=lambda e: e.memory.size)
-        super().__init__({
+        nvls = {} if params.nvls is None else {
+            "mc_load":       In(stream.Signature(mc_load_layout(params.nvls))),
+            "nvls_counters": Out(nvls_counters_layout())}
+        super().__init__({**nvls,
             "load":      In(stream.Signature(ep.load.payload.shape())).array(n),
             "dump_req":  In(stream.Signature(len(ep.dump_req.payload))).array(n),
             "dump_data": Out(stream.Signature(len(ep.dump_data.payload))).array(n),
@@ -146,8 +161,11 @@ class System(wiring.Component):
         p = self._params
         f = p.fabric
         n = f.ports
-        m.submodules.switch = switch = ScinSwitch(p.isa, credits=p.credits)
+        m.submodules.switch = switch = ScinSwitch(p.isa, credits=p.credits, nvls=p.nvls)
         connect(m, flipped(self.isa_load), switch.load)
+        if p.nvls is not None:
+            connect(m, flipped(self.mc_load), switch.mc_load)
+            m.d.comb += self.nvls_counters.eq(switch.nvls_counters)
         m.d.comb += self.counters.eq(switch.counters)
         for i in range(n):
             ep = m.submodules[f"ep{i}"] = self._endpoints[i]

@@ -1,10 +1,11 @@
 """PacketFilter: header checks, whole-packet drop of malformed packets, INC demux."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Signal, Mux
 from amaranth.lib import wiring, data
 from amaranth.lib.wiring import In, Out
 
 from ..packet import MsgClass, Opcode, OPCODE_CLASS
+from ..params import check_type
 from ..transport.signature import check_params, packet_signature
 
 
@@ -34,7 +35,11 @@ class PacketFilter(wiring.Component):
 
     Framing never depends on the header: a packet ends at its ``last`` flit whatever its
     ``length`` says, so a bad header can never swallow a neighbouring packet. Good packets go to
-    ``isa`` when ``inc = 1``, else to ``core``, flits unchanged and in order.
+    ``isa`` when ``inc = 1``, else to ``core``, flits unchanged and in order. With ``nvls``, an
+    INC=0 packet for the NVLS engine (docs/NVLS.md) goes to ``nvls`` instead: in REQ and WRITE,
+    one whose ``addr`` is a multicast address (bit ``addr_width - 1`` set), in RDATA and WRESP,
+    one whose ``dst`` is the switch's own port (``params.switch_port``); ``dst`` is not checked
+    for these.
 
     Both outputs are registered; a packet streams through at one flit per cycle, and a dropped one
     is consumed at one flit per cycle.
@@ -44,26 +49,32 @@ class PacketFilter(wiring.Component):
     params : FabricParams
     msg_class : MsgClass
         The class this filter serves.
+    nvls : bool
+        Steer NVLS packets to ``nvls`` (default ``False``: no ``nvls`` output).
 
     Members
     -------
     i : In(packet_signature)
     isa : Out(packet_signature)
     core : Out(packet_signature)
+    nvls : Out(packet_signature)
+        Only with ``nvls``.
     error : Out(error_layout(1))
         One-cycle pulses, one per dropped packet (on its header flit).
     """
 
-    def __init__(self, params, msg_class):
+    def __init__(self, params, msg_class, *, nvls=False):
         self._params = check_params(params)
         if isinstance(msg_class, bool) or msg_class not in [*MsgClass, *(c.value for c in MsgClass)]:
             names = ", ".join(f"{c.name} ({c.value})" for c in MsgClass)
             raise ValueError(f"msg_class must be a MsgClass or its value: {names}; not {msg_class!r}")
         self._msg_class = MsgClass(msg_class)
+        self._nvls = check_type("nvls", nvls, bool)
         sig = packet_signature(params)
-        super().__init__({
-            "i": In(sig), "isa": Out(sig), "core": Out(sig), "error": Out(error_layout(1)),
-        })
+        members = {"i": In(sig), "isa": Out(sig), "core": Out(sig), "error": Out(error_layout(1))}
+        if nvls:
+            members["nvls"] = Out(sig)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -83,7 +94,13 @@ class PacketFilter(wiring.Component):
         m.d.comb += counts_bytes.eq(
             sum((opcode == op.value for op in byte_count), start=0).bool() if byte_count else 0)
         length_ok = ~counts_bytes | (hdr.length <= p.max_payload)
-        dst_ok = hdr.inc | (hdr.dst < p.ports)
+        nvls = Signal()  # an NVLS packet (docs/NVLS.md): a multimem request, or a response to the switch
+        if self._nvls:
+            if self._msg_class in (MsgClass.REQ, MsgClass.WRITE):
+                m.d.comb += nvls.eq(~hdr.inc & hdr.addr[-1])
+            else:
+                m.d.comb += nvls.eq(~hdr.inc & (hdr.dst == p.switch_port))
+        dst_ok = hdr.inc | nvls | (hdr.dst < p.ports)
 
         bad_opcode, bad_length, bad_dst, bad = Signal(), Signal(), Signal(), Signal()
         m.d.comb += [
@@ -96,21 +113,30 @@ class PacketFilter(wiring.Component):
         in_packet = Signal()  # the flit on ``i`` is a payload flit, not a header
         drop = Signal()       # decisions taken at the header, held for the rest of the packet
         to_isa = Signal()
+        to_nvls = Signal()
         cur_drop = Signal()
         cur_isa = Signal()
+        cur_nvls = Signal()
         m.d.comb += [
             cur_drop.eq(bad),
             cur_isa.eq(hdr.inc),
         ]
         with m.If(in_packet):
             m.d.comb += [cur_drop.eq(drop), cur_isa.eq(to_isa)]
+        if self._nvls:
+            # Without NVLS there is no such state at all (not even one no reset reaches).
+            m.d.comb += cur_nvls.eq(Mux(in_packet, to_nvls, nvls))
 
         isa_take = self.isa.ready | ~self.isa.valid
         core_take = self.core.ready | ~self.core.valid
+        nvls_out = self.nvls if self._nvls else None
+        nvls_take = (nvls_out.ready | ~nvls_out.valid) if self._nvls else 0
         with m.If(cur_drop):
             m.d.comb += self.i.ready.eq(1)
         with m.Elif(cur_isa):
             m.d.comb += self.i.ready.eq(isa_take)
+        with m.Elif(cur_nvls):
+            m.d.comb += self.i.ready.eq(nvls_take)
         with m.Else():
             m.d.comb += self.i.ready.eq(core_take)
 
@@ -118,12 +144,17 @@ class PacketFilter(wiring.Component):
             m.d.sync += self.isa.valid.eq(0)
         with m.If(core_take):
             m.d.sync += self.core.valid.eq(0)
+        if self._nvls:
+            with m.If(nvls_take):
+                m.d.sync += nvls_out.valid.eq(0)
 
         accept = self.i.valid & self.i.ready
         with m.If(accept):
             m.d.sync += in_packet.eq(~self.i.payload.last)
             with m.If(~in_packet):
                 m.d.sync += [drop.eq(bad), to_isa.eq(hdr.inc)]
+                if self._nvls:
+                    m.d.sync += to_nvls.eq(nvls)
                 m.d.comb += [
                     self.error.bad_opcode.eq(bad_opcode),
                     self.error.bad_length.eq(bad_length),
@@ -132,6 +163,9 @@ class PacketFilter(wiring.Component):
             with m.If(~cur_drop):
                 with m.If(cur_isa):
                     m.d.sync += [self.isa.valid.eq(1), self.isa.payload.eq(self.i.payload)]
+                with m.Elif(cur_nvls):
+                    if self._nvls:
+                        m.d.sync += [nvls_out.valid.eq(1), nvls_out.payload.eq(self.i.payload)]
                 with m.Else():
                     m.d.sync += [self.core.valid.eq(1), self.core.payload.eq(self.i.payload)]
         return m

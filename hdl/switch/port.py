@@ -6,6 +6,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from ..packet import MsgClass, NUM_CLASSES
+from ..params import check_type
 from ..transport import TransportPort
 from ..transport.signature import check_params, check_credits, packet_signature, link_end_signature
 from .arbiter import PacketArbiter
@@ -59,7 +60,10 @@ class SwitchPort(wiring.Component):
     credits : int
         Receive-queue depth per class and the link's initial credits (>= 2).
     isa_depth : int
-        Depth in flits of each ISA RX and TX queue (>= 2).
+        Depth in flits of each ISA RX and TX queue (>= 2), and of each NVLS queue.
+    nvls : bool
+        Add the NVLS engine's streams (docs/NVLS.md): ``nvls_rx``/``nvls_tx``, with queues of
+        their own, a third input of each class's arbiter.
 
     Members
     -------
@@ -79,12 +83,13 @@ class SwitchPort(wiring.Component):
         Sticky transport errors (never set on a correct link).
     """
 
-    def __init__(self, params, credits=256, isa_depth=256):
+    def __init__(self, params, credits=256, isa_depth=256, *, nvls=False):
         self._params = check_params(params)
         self._credits = check_credits(credits)
         self._isa_depth = check_queue_depth(isa_depth)
+        self._nvls = check_type("nvls", nvls, bool)
         pkt = packet_signature(params)
-        super().__init__({
+        members = {
             "link":         Out(link_end_signature(params)),
             "isa_rx":       Out(pkt).array(NUM_CLASSES),
             "isa_tx":       In(pkt).array(NUM_CLASSES),
@@ -93,7 +98,11 @@ class SwitchPort(wiring.Component):
             "errors":       Out(error_layout()),
             "overflow":     Out(1),
             "credit_error": Out(1),
-        })
+        }
+        if nvls:
+            members.update({"nvls_rx": Out(pkt).array(NUM_CLASSES),
+                            "nvls_tx": In(pkt).array(NUM_CLASSES)})
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -104,10 +113,10 @@ class SwitchPort(wiring.Component):
         pulses = {kind: [] for kind in ERROR_KINDS}
         for c in range(NUM_CLASSES):
             cls = MsgClass(c).name.lower()
-            flt = m.submodules[f"filter_{cls}"] = PacketFilter(self._params, c)
+            flt = m.submodules[f"filter_{cls}"] = PacketFilter(self._params, c, nvls=self._nvls)
             isa_rxq = m.submodules[f"isa_rxq_{cls}"] = _Queue(self._params, self._isa_depth)
             isa_txq = m.submodules[f"isa_txq_{cls}"] = _Queue(self._params, self._isa_depth)
-            arb = m.submodules[f"arbiter_{cls}"] = PacketArbiter(self._params, 2)
+            arb = m.submodules[f"arbiter_{cls}"] = PacketArbiter(self._params, 3 if self._nvls else 2)
             connect(m, tp.rx[c], flt.i)
             connect(m, flt.isa, isa_rxq.i)
             connect(m, isa_rxq.o, flipped(self.isa_rx[c]))
@@ -116,6 +125,14 @@ class SwitchPort(wiring.Component):
             connect(m, isa_txq.o, arb.i[0])
             connect(m, flipped(self.core_tx[c]), arb.i[1])
             connect(m, arb.o, tp.tx[c])
+            if self._nvls:
+                # The NVLS engine's own queues: its traffic never waits behind the ISA's.
+                nvls_rxq = m.submodules[f"nvls_rxq_{cls}"] = _Queue(self._params, self._isa_depth)
+                nvls_txq = m.submodules[f"nvls_txq_{cls}"] = _Queue(self._params, self._isa_depth)
+                connect(m, flt.nvls, nvls_rxq.i)
+                connect(m, nvls_rxq.o, flipped(self.nvls_rx[c]))
+                connect(m, flipped(self.nvls_tx[c]), nvls_txq.i)
+                connect(m, nvls_txq.o, arb.i[2])
             for kind in ERROR_KINDS:
                 pulses[kind].append(getattr(flt.error, kind))
 

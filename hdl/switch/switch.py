@@ -5,6 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from ..packet import NUM_CLASSES
+from ..params import check_type
 from ..transport.signature import check_params, check_credits, packet_signature, link_end_signature
 from .core import SwitchCore
 from .filter import error_layout
@@ -43,6 +44,9 @@ class Switch(wiring.Component):
         :func:`~scin.hdl.transport.credits_for_full_rate`).
     isa_depth : int
         Depth of every ISA RX and TX queue, in flits (default 256).
+    nvls : bool
+        Add ``nvls_rx``/``nvls_tx``, the NVLS engine's streams of every port and class
+        (:class:`SwitchPort`; docs/NVLS.md).
 
     Members
     -------
@@ -58,20 +62,25 @@ class Switch(wiring.Component):
         Sticky transport error flags, one bit per port (never set on correct links).
     """
 
-    def __init__(self, params, credits=256, isa_depth=256):
+    def __init__(self, params, credits=256, isa_depth=256, *, nvls=False):
         self._params = check_params(params)
         self._credits = check_credits(credits)
         self._isa_depth = check_queue_depth(isa_depth)
+        self._nvls = check_type("nvls", nvls, bool)
         n = params.ports
         pkt = packet_signature(params)
-        super().__init__({
+        members = {
             "link":         Out(link_end_signature(params)).array(n),
             "isa_rx":       Out(pkt).array(n, NUM_CLASSES),
             "isa_tx":       In(pkt).array(n, NUM_CLASSES),
             "errors":       Out(error_layout()).array(n),
             "overflow":     Out(n),
             "credit_error": Out(n),
-        })
+        }
+        if nvls:
+            members.update({"nvls_rx": Out(pkt).array(n, NUM_CLASSES),
+                            "nvls_tx": In(pkt).array(n, NUM_CLASSES)})
+        super().__init__(members)
 
     @property
     def params(self):
@@ -87,7 +96,8 @@ class Switch(wiring.Component):
         core = m.submodules.core = SwitchCore(self._params)
         ports = []
         for p in range(n):
-            port = m.submodules[f"port{p}"] = SwitchPort(self._params, self._credits, self._isa_depth)
+            port = m.submodules[f"port{p}"] = SwitchPort(self._params, self._credits, self._isa_depth,
+                                                         nvls=self._nvls)
             ports.append(port)
             connect(m, port.link, flipped(self.link[p]))
             for c in range(NUM_CLASSES):
@@ -95,6 +105,9 @@ class Switch(wiring.Component):
                 connect(m, flipped(self.isa_tx[p][c]), port.isa_tx[c])
                 connect(m, port.core_rx[c], core.i[p][c])
                 connect(m, core.o[p][c], port.core_tx[c])
+                if self._nvls:
+                    connect(m, port.nvls_rx[c], flipped(self.nvls_rx[p][c]))
+                    connect(m, flipped(self.nvls_tx[p][c]), port.nvls_tx[c])
             m.d.comb += self.errors[p].eq(port.errors)
         m.d.comb += [
             self.overflow.eq(Cat(port.overflow for port in ports)),

@@ -16,7 +16,8 @@ from cocotb.triggers import ClockCycles
 from cocotb.utils import get_sim_time
 
 from scin.hdl.codec import pack, unpack
-from scin.hdl.endpoint.accelerator import AccOp, EventKind, command_layout, event_layout
+from scin.hdl.endpoint.accelerator import (AccOp, EventKind, command_layout, command_tag_mask,
+                                           event_layout)
 
 from .env import CLOCK_PERIOD_NS
 from .isa_program import load_program
@@ -35,8 +36,9 @@ async def soak(dut):
 
     cl, el = command_layout(f), event_layout(f)
     # Collective k's arrival and flag wait carry tag k mod tag_mask; ordinary writes carry the
-    # all-ones tag, so their acknowledgements are told apart from the arrivals'.
-    tag_mask = (1 << f.tag_width) - 1
+    # largest command tag, so their acknowledgements are told apart from the arrivals'. Command
+    # tags leave the top tag bit clear: responses with it set belong to the NVLS kernel.
+    tag_mask = command_tag_mask(f)
     TRAFFIC_TAG = tag_mask
     flags = {}               # k -> {endpoint: flag word}
     writes_done = [0] * n

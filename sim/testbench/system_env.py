@@ -11,7 +11,7 @@ from .isa_program import read_counters
 from .streams import StreamSource, StreamSink
 
 
-__all__ = ["SystemRun", "start_system", "counters", "switch_errors"]
+__all__ = ["SystemRun", "start_system", "accelerator_streams", "counters", "switch_errors"]
 
 
 @dataclass
@@ -46,16 +46,22 @@ async def start_system(dut):
     backdoor stays idle (driven, so Icarus does not see Z on it)."""
     plan = tb_config()
     params = plan_params(plan)
-    n = params.fabric.ports
+    cmds, events, isa_load = accelerator_streams(dut, params.fabric.ports)
+    await start(dut)
+    return SystemRun(plan, params, Path(plan["run_dir"]), cmds, events, isa_load)
+
+
+def accelerator_streams(dut, n):
+    """Drive the memory backdoors idle (so Icarus does not see Z on them) and return every
+    endpoint's command source, event sink and the ISA's load source: ``(cmds, events,
+    isa_load)``."""
     for i in range(n):
         getattr(dut, f"load__{i}__valid").value = 0
         getattr(dut, f"dump_req__{i}__valid").value = 0
         getattr(dut, f"dump_data__{i}__ready").value = 0
     cmds = [StreamSource(dut, f"cmd__{i}") for i in range(n)]
     events = [StreamSink(dut, f"events__{i}") for i in range(n)]
-    isa_load = StreamSource(dut, "isa_load")
-    await start(dut)
-    return SystemRun(plan, params, Path(plan["run_dir"]), cmds, events, isa_load)
+    return cmds, events, StreamSource(dut, "isa_load")
 
 
 def counters(dut):
