@@ -14,10 +14,13 @@ from scin.tb.simulators import ICARUS_MISSING
 LONG_TESTS = [
     "tb/test_boards.py::test_ecp5_build_reports_utilisation_and_fmax",     # nextpnr, ~620-1000 s
     "tb/test_soak.py::test_two_groups_of_four_on_eight_ports",            # 8-port system, ~590 s
+    "tb/test_nvls.py::test_reordered_responses_change_nvls_bits_not_scins",  # NVLS builds, ~450 s
+    "tb/test_nvls.py::test_ld_reduce_st_and_refusals[verilator]",         # NVLS system build, ~265 s
     "tb/test_system.py::test_system_large",                               # two system builds
     "tb/test_soak.py::test_soak_short",
     "tb/test_faults.py::test_system_faults",
     "tb/test_datapath.py::test_datapath[icarus-",
+    "tb/test_nvls_reducer.py::test_reducer[verilator-n8w256]",            # ~160 s
     "tb/test_package.py",                                                 # six tops packaged and linted
     "tb/test_formal.py::test_property[credit_link_l3:cover]",            # ~50-60 s
     "tb/test_formal.py::test_property[contract_bridge]",                 # bmc to 10, ~40-80 s
