@@ -638,8 +638,10 @@ def run(args):
         ["NVLink-class link, hop and memory latencies, planes", "stated parameters",
          "section NVLink-class parameters"],
         ["SCIN push", "**modelled only**", "no RTL yet (issue 18)"],
-        ["NVLS", "**modelled only**", "no RTL yet (issue 17); paper Fig. 2"],
-        ["ring", "**modelled only**", "-"],
+        ["NVLS", "**modelled only**", "paper Fig. 2; measured on the RTL by `scin compare` "
+                                      "(COMPARISON.md), the model not yet fitted to it (issue 17)"],
+        ["ring", "**modelled only**", "measured on the RTL by `scin compare` (COMPARISON.md), "
+                                      "the model not yet fitted to it (issue 17)"],
         ["LLM compute (roofline H200)", "**modelled only**", "published configs, datasheet"],
     ]
     head = [

@@ -18,7 +18,7 @@ What is calibrated and what is modelled
   each added level of the adder tree costs, the wave-regulation gap, the barrier and the INT8
   store-and-forward constant. SCIN pull (fp16/bf16, INT8 INQ), ReduceScatter, AllGather,
   Broadcast, Reduce and the barrier are these calibrated forms.
-* **Modelled only**: SCIN *push* (no RTL yet: issue 18), NVLS (no RTL yet: issue 17) and ring.
+* **Modelled only**: SCIN *push* (no RTL yet: issue 18), NVLS and ring (measured on the RTL by ``scin compare``, docs/COMPARISON.md, but not yet fitted to it: issue 17).
   They use the same link, the same per-hop RTL overheads (the hop table of docs/PERFORMANCE.md,
   stored in the calibration as ``hop_own``) and the same packet protocol, so that a speedup
   compares like with like.
