@@ -176,18 +176,20 @@ COMMANDS = {c.name: c for c in (
             epilog="Examples: scin bench --parts size --dtypes fp16 --sizes 4KiB,1MiB; "
                    "scin bench --parts op --ops allgather:in-place,reduce --merge"),
     Command("compare", "compare",
-            help="SCIN, NVLS and ring All-Reduce measured on the same RTL fabric: CSV, speedup "
+            help="SCIN, NVLS and ring collectives measured on the same RTL fabric: CSV, speedup "
                  "and latency plots (writes docs/COMPARISON.md)",
-            description="Run SCIN's pull All-Reduce (FP16 and INT8 INQ), NCCL's NVLS All-Reduce "
-                        "on the switch's NVLS engine and NCCL's ring over ordinary switch traffic "
-                        "on the same simulated system and latency model, for N = 4 and 8 and "
-                        "sizes 64 B to 1 MiB (--large: to 16 MiB), one progress line per run, "
-                        "every result checked bit for bit; write docs/bench/compare.csv, "
+            description="Run SCIN's pull collectives (FP16 and INT8 INQ), NCCL's NVLS algorithm "
+                        "on the switch's NVLS engine and (All-Reduce) NCCL's ring over ordinary "
+                        "switch traffic on the same simulated system and latency model, for "
+                        "N = 4 and 8 and sizes 64 B to 1 MiB (--large: to 16 MiB), one progress "
+                        "line per run, every result checked bit for bit; --op picks All-Reduce "
+                        "(default), ReduceScatter or AllGather. Write docs/bench/compare.csv, "
                         "compare_speedup.png (the form of the paper's Fig. 8), compare_latency.png "
-                        "and the measured section of docs/COMPARISON.md. Nothing modelled is "
-                        "mixed in.",
+                        "(compare_<op>_*.png for another op) and the measured section of "
+                        "docs/COMPARISON.md. Nothing modelled is mixed in.",
             epilog="Examples: scin compare --endpoints 4 --sizes 64B,4KiB; "
-                   "scin compare --algorithms scin-fp16,nvls --window 16 --jobs 2"),
+                   "scin compare --algorithms scin-fp16,nvls --window 16 --jobs 2; "
+                   "scin compare --op reduce-scatter --endpoints 4 --sizes 4KiB,16KiB"),
     Command("accuracy", "accuracy",
             help="accuracy study: INQ vs ring-quantized vs FP16 All-Reduce (writes "
                  "docs/accuracy.csv/.png)",

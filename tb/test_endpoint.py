@@ -595,8 +595,15 @@ async def accelerator_packets(dut):
     wresp_in.send(*packet(Opcode.WRITE_RESP, tag=0x52, src=3, dst=PORT, length=100,
                           status=Status.SLVERR))
     wresp_in.send(*packet(Opcode.WRITE_RESP, tag=0x51, src=0, dst=PORT, length=4, inc=1))
-    events = [await acc.event(i) for i in range(3, 6)]
+    # A malformed WRITE_RESP with a two-flit tail: one event from its header, its tail dropped
+    # (not read as headers), and the WRITE_RESP behind it an event of its own.
+    wresp_in.send(*packet(Opcode.WRITE_RESP, bytes(2 * FB), tag=0x54, src=2, dst=PORT, length=8))
+    wresp_in.send(*packet(Opcode.WRITE_RESP, tag=0x55, src=2, dst=PORT, length=8))
+    events = [await acc.event(i) for i in range(3, 8)]
     by_tag = {e["tag"]: e for e in events}
+    assert sorted(by_tag) == [0x51, 0x52, 0x53, 0x54, 0x55], sorted(by_tag)
+    for t in (0x54, 0x55):
+        assert by_tag[t]["kind"] == EventKind.WRITE_DONE and by_tag[t]["src"] == 2, by_tag[t]
     assert by_tag[0x53]["kind"] == EventKind.READ_DONE and by_tag[0x53]["value"] == xor_fold(data)
     assert by_tag[0x53]["length"] == 4096 and by_tag[0x53]["src"] == 1
     assert by_tag[0x52]["kind"] == EventKind.WRITE_DONE and by_tag[0x52]["status"] == Status.SLVERR.value
@@ -609,12 +616,12 @@ async def accelerator_packets(dut):
     await tb.wait(t)
     acc.send(AccOp.WAIT_FLAG, tag=0x60, addr=flag_addr, generation=3)
     await ClockCycles(dut.clk, 200)
-    assert len(acc.events.items) == 6, "WAIT_FLAG fired before the generation was reached"
+    assert len(acc.events.items) == 8, "WAIT_FLAG fired before the generation was reached"
     timed_out = pack(FLAG_LAYOUT, generation=3, status=4)           # generation 3, TIMEOUT
     t = tb.write(flag_addr, timed_out.to_bytes(4, "little"))
     (resp,) = await tb.wait(t)
     written = read_int(dut.cycle)
-    e = await acc.event(6)
+    e = await acc.event(8)
     assert e["kind"] == EventKind.FLAG and e["tag"] == 0x60 and e["status"] == 4, e
     assert e["value"] == timed_out
     dut._log.info("flag seen %d cycles before the WRITE_RESP was taken", written - e["cycle"])
