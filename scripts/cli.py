@@ -203,7 +203,9 @@ COMMANDS = {c.name: c for c in (
                         "MAX_SIZE, participant group, in place or not, arrival stalls, ordinary "
                         "traffic, AXI DECERR faults and bad descriptors) on one simulated system "
                         "with reordered memory responses; every result checked against the golden "
-                        "model, every fault against its expected ERROR flag.",
+                        "model, every fault against its expected ERROR flag. --nvls: on an "
+                        "NVLS-enabled switch, NVLS All-Reduces of random groups, SCIN "
+                        "collectives on other ports and refused multicast accesses at once.",
             epilog="Replay a failure with the command the run prints at its end (the same seed "
                    "and every option that shapes the draw). Example: scin soak --count 40 --seed 7"),
     Command("resources", "resources",

@@ -4,8 +4,9 @@ Every collective (All-Reduce, ReduceScatter, AllGather, Broadcast, Reduce, barri
 in place and not) is checked: every participant's buffers bit-exact with the golden model's image,
 or flagged ERROR when it was meant to fail; every non-participant untouched; every ordinary write
 intact. Exit status 0 when all of it holds, 1 otherwise, 2 on bad options or a simulation that did
-not complete (a hang is reported with the collective it stopped at). See ``sim/soak.py`` and
-``docs/RELIABILITY.md``.
+not complete (a hang is reported with the collective it stopped at). ``--nvls``: the soak on a
+switch with the NVLS engine, NVLS All-Reduces beside SCIN collectives and refused multicast
+accesses (``sim/nvls_soak.py``). See ``sim/soak.py`` and ``docs/RELIABILITY.md``.
 """
 
 import json
@@ -23,12 +24,22 @@ def add_arguments(p):
                    help="share of collectives given a fault: DECERR or a bad descriptor (default: 0.2)")
     p.add_argument("--traffic-rate", type=float, default=0.3,
                    help="share of collectives raced by ordinary writes (default: 0.3)")
-    p.add_argument("--max-size", default="32KiB", help="largest message, 16-bit form (default: 32KiB)")
+    p.add_argument("--max-size", default=None,
+                   help="largest message, 16-bit form (default: 32KiB; with --nvls 4KiB, at most "
+                        "8KiB)")
     p.add_argument("--groups", choices=("random", "halves"), default="random",
                    help="random: any subset of 2+ endpoints per collective; halves: two fixed "
                         "groups (e.g. two TP4 groups on 8 endpoints) alternating (default: random)")
     p.add_argument("--in-order", action="store_true",
                    help="memories answer reads in order (default: reordered across IDs)")
+    p.add_argument("--nvls", action="store_true",
+                   help="NVLS mode: the switch also carries the NVLS engine; NVLS All-Reduces of "
+                        "random groups, sizes, dtypes and windows run beside SCIN collectives on "
+                        "the other ports, with bad multicast accesses (outside every group, past "
+                        "a group's end, bad length) that must be refused; the system of "
+                        "tb/test_nvls.py (64 KiB memories), in rounds of one simulation each "
+                        "(--fault-rate: also the share of ports given a bad access per step; "
+                        "--traffic-rate does not apply)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("--coverage-report", metavar="FILE",
                    help="also write the functional coverage (every bin's hits, every hole, the "
@@ -59,6 +70,8 @@ def replay_command(args):
             parts.append(f"--{name.replace('_', '-')} {value}")
     if args.in_order:
         parts.append("--in-order")
+    if args.nvls:
+        parts.append("--nvls")
     return " ".join(parts)
 
 
@@ -68,9 +81,19 @@ def write_coverage_report(summary, path, command):
     from pathlib import Path
     from ..sim.coverage import report_markdown
     verdict = "passed" if summary["passed"] else "FAILED"
-    text = report_markdown(summary["coverage"], title=f"Functional coverage of `{command}`",
+    nvls = "nvls_coverage" in summary
+    text = report_markdown(summary["coverage"],
+                           title=f"Functional coverage of `{command}`" +
+                                 (": its SCIN collectives" if nvls else ""),
                            note=f"Every collective counted was run and checked: the soak "
                                 f"{verdict} ({summary['wall_seconds']} s wall).")
+    if nvls:
+        text += "\n" + report_markdown(summary["nvls_coverage"],
+                                       title=f"Functional coverage of `{command}`: its NVLS "
+                                             f"All-Reduces",
+                                       note="The axes of sim/coverage.py's NVLS_AXES; the fault "
+                                            "axis: whether a refused multicast access ran right "
+                                            "before it on one of its ports.")
     Path(path).write_text(text)
 
 
@@ -133,8 +156,8 @@ def run(args):
         raise ValueError(f"--seeds must be at least 1, not {args.seeds}")
     settings = dict(count=args.count, seed=args.seed, endpoints=args.endpoints, sim=args.sim,
                     fault_rate=args.fault_rate, traffic_rate=args.traffic_rate,
-                    reorder=not args.in_order, max_size=parse_size(args.max_size),
-                    groups=args.groups)
+                    reorder=not args.in_order, groups=args.groups, nvls=args.nvls,
+                    max_size=None if args.max_size is None else parse_size(args.max_size))
     cfg = SoakConfig(**settings)   # checks the parameters before anything runs
     if args.seeds > 1:
         if args.coverage_report:
@@ -148,23 +171,35 @@ def run(args):
     if args.json:
         print(json.dumps(summary))
         return 0 if summary["passed"] else 1
-    print(f"SCIN soak: {summary['count']} collectives, seed {summary['seed']}, "
+    mode = f"NVLS soak ({summary['rounds']} rounds)" if args.nvls else "SCIN soak"
+    print(f"{mode}: {summary['count']} collectives, seed {summary['seed']}, "
           f"{summary['endpoints']} endpoints, {summary['sim']}, {summary['cycles']} cycles, "
           f"{summary['wall_seconds']} s wall")
-    print(f"  {'class':32s} {'ok':>5s} {'failed':>7s}")
+    w = max([32] + [len(label) for label in summary["outcomes"]])
+    print(f"  {'class':{w}s} {'ok':>5s} {'failed':>7s}")
     for label, counts in summary["outcomes"].items():
-        print(f"  {label:32s} {counts['ok']:5d} {counts['FAILED']:7d}")
-    print(f"  {'operation':32s} {'ok':>5s} {'failed':>7s}")
+        print(f"  {label:{w}s} {counts['ok']:5d} {counts['FAILED']:7d}")
+    print(f"  {'operation':{w}s} {'ok':>5s} {'failed':>7s}")
     for op, counts in summary["ops"].items():
-        print(f"  {op:32s} {counts['ok']:5d} {counts['FAILED']:7d}")
-    print(f"  ordinary writes intact: {summary['ordinary_writes_intact']} of "
-          f"{summary['ordinary_writes']}")
+        print(f"  {op:{w}s} {counts['ok']:5d} {counts['FAILED']:7d}")
+    if not args.nvls:
+        print(f"  ordinary writes intact: {summary['ordinary_writes_intact']} of "
+              f"{summary['ordinary_writes']}")
     c = summary["counters"]
     print("  ISA counters: " + ", ".join(f"{k}={v}" for k, v in c.items() if v))
+    if args.nvls:
+        print("  NVLS counters: " + ", ".join(f"{k}={v}" for k, v in
+                                               summary["nvls_counters"].items()))
     if any(summary["switch_errors"]):
         print(f"  switch port error counters: {summary['switch_errors']}")
-    for line in report_lines(summary["coverage"]):
-        print(f"  {line}")
+    reports = [("SCIN collectives: ", summary["coverage"]),
+               ("NVLS All-Reduces: ", summary["nvls_coverage"])] if args.nvls else \
+        [("", summary["coverage"])]
+    for label, report in reports:
+        first, *rest = report_lines(report)
+        print(f"  {label}{first}")
+        for line in rest:
+            print(f"  {line}")
     for line in summary["failures"]:
         print(f"  FAIL: {line}")
     print(f"result: {'PASS' if summary['passed'] else 'FAIL'} (replay: {replay_command(args)}; "

@@ -15,7 +15,8 @@ anything about it.
 :func:`bins_of` says where one collective falls; :class:`Coverage` counts a run's collectives and
 reports filled bins, hits and holes (:meth:`Coverage.as_dict`), as text (:func:`report_lines`)
 or Markdown (:func:`report_markdown`). ``scin soak`` reports the coverage of what it ran and
-checked.
+checked. ``scin soak --nvls`` also counts its NVLS All-Reduces, in a :class:`Coverage` over
+:data:`NVLS_AXES` (:func:`nvls_bins_of`) crossed with the dtype (:data:`NVLS_CROSSES`).
 """
 
 from dataclasses import dataclass, field
@@ -24,7 +25,8 @@ from . import numerics
 
 
 __all__ = ["AXES", "CROSSES", "PAGE_BYTES", "SHARDED", "size_class", "group_shape", "group_shapes",
-           "bins_of", "excluded", "Coverage", "report_lines", "report_markdown"]
+           "bins_of", "excluded", "Coverage", "report_lines", "report_markdown", "NVLS_AXES",
+           "NVLS_CROSSES", "nvls_bins_of"]
 
 #: The 4 KiB page a packet may not cross: one wave-table slot, one max-size packet per rank.
 PAGE_BYTES = 4096
@@ -45,6 +47,27 @@ AXES = {
 
 #: The crosses counted: the operation with each other axis.
 CROSSES = tuple(("op", axis) for axis in (*AXES, "fault") if axis != "op")
+
+#: The axes of an NVLS All-Reduce (``scin soak --nvls``, :mod:`.nvls_soak`; the fault axis is
+#: the run's: ``none``, or ``after_refused`` when a refused multicast access ran right before it
+#: on one of its ports): dtype; group shape; size (each rank's shard: ``idle_rank`` when some rank
+#: has none, ``one_flit``, ``one_packet``, ``packets``); ``page``, whether a shard crosses a 4 KiB
+#: page (its packets cut there); ``window`` (``ld_reduce``s in flight); ``packet`` (the reduction
+#: entry, or smaller); ``inputs`` (wide-range: the result depends on the arrival order; exact: it
+#: does not); ``beside``, what ran on the other ports in the same step.
+NVLS_AXES = {
+    "dtype": ("fp16", "bf16"),
+    "group": AXES["group"],
+    "size": ("idle_rank", "one_flit", "one_packet", "packets"),
+    "page": ("in_page", "crosses_page"),
+    "window": ("1", "2_to_8", "9_to_16"),
+    "packet": ("entry", "smaller"),
+    "inputs": ("wide", "exact"),
+    "beside": ("alone", "scin", "nvls"),
+}
+
+#: The NVLS crosses: the dtype (the reducer's format) with each other axis.
+NVLS_CROSSES = tuple(("dtype", axis) for axis in (*NVLS_AXES, "fault") if axis != "dtype")
 
 #: Axes a barrier, or a rejected descriptor, has no bin of (it moves no data).
 _NO_DATA_AXES = ("dtype", "size", "place")
@@ -114,6 +137,29 @@ def bins_of(op, dtype, flag_mode, size, members, in_place, fault, bad_kind, *, e
     return out
 
 
+def nvls_bins_of(dtype, size, members, window, packet, offset, inputs, beside, after_refused, *,
+                 endpoints, entry_bytes, flit_bytes):
+    """The bin of each :data:`NVLS_AXES` axis (and the fault axis) for one NVLS All-Reduce of
+    ``size`` bytes on ``members`` with its buffer ``offset`` bytes into a page (the shards of
+    :func:`~scin.sim.nvls_allreduce.shards`)."""
+    from .nvls_allreduce import shards
+    cut = shards(size, len(members), flit_bytes)
+    longest = max(nbytes for _, nbytes in cut)
+    if min(nbytes for _, nbytes in cut) == 0:
+        size_bin = "idle_rank"
+    elif longest <= flit_bytes:
+        size_bin = "one_flit"
+    else:
+        size_bin = "one_packet" if longest <= packet else "packets"
+    crosses = any(nbytes and (offset + off) // PAGE_BYTES
+                  != (offset + off + nbytes - 1) // PAGE_BYTES for off, nbytes in cut)
+    return {"dtype": dtype, "group": group_shape(members, endpoints), "size": size_bin,
+            "page": "crosses_page" if crosses else "in_page",
+            "window": "1" if window == 1 else "2_to_8" if window <= 8 else "9_to_16",
+            "packet": "entry" if packet == entry_bytes else "smaller", "inputs": inputs,
+            "beside": beside, "fault": "after_refused" if after_refused else "none"}
+
+
 def excluded(axis_a, bin_a, axis_b, bin_b, fault_ops):
     """Why the cross bin ``(bin_a, bin_b)`` cannot occur, or None if it can. ``fault_ops`` maps a
     fault class (``none``, ``decerr``, ``bad_desc``, and a bad-descriptor kind where it differs
@@ -140,22 +186,35 @@ class Coverage:
     endpoints : int or None
         The ports groups are drawn from: the group shapes they cannot form
         (:func:`group_shapes`) are excluded. None: every shape counts.
+    space : dict or None
+        The axes other than the fault axis (None: :data:`AXES`, the collectives of the ISA;
+        :data:`NVLS_AXES` for NVLS All-Reduces).
+    crosses : tuple
+        The crosses counted (:data:`CROSSES`; :data:`NVLS_CROSSES` with :data:`NVLS_AXES`).
     """
     faults: tuple
     fault_ops: dict
     endpoints: int = None
     hits: dict = field(default_factory=dict)
     collectives: int = 0
+    space: dict = None
+    crosses: tuple = CROSSES
+
+    @property
+    def _space(self):
+        return AXES if self.space is None else self.space
 
     @property
     def axes(self):
         """Every axis with the bins that can occur, the fault axis included."""
-        groups = AXES["group"] if self.endpoints is None else group_shapes(self.endpoints)
-        return {**AXES, "group": groups, "fault": tuple(self.faults)}
+        space = self._space
+        groups = space["group"] if self.endpoints is None else \
+            tuple(g for g in space["group"] if g in group_shapes(self.endpoints))
+        return {**space, "group": groups, "fault": tuple(self.faults)}
 
     def _axis_excluded(self, axis):
-        return {b: f"{self.endpoints} endpoints form no {b} group" for b in AXES.get(axis, ())
-                if b not in self.axes[axis]}
+        return {b: f"{self.endpoints} endpoints form no {b} group"
+                for b in self._space.get(axis, ()) if b not in self.axes[axis]}
 
     def add(self, bins):
         """Count one collective, given its :func:`bins_of`."""
@@ -166,7 +225,7 @@ class Coverage:
         self.collectives += 1
         for axis, b in bins.items():
             self.hits[(axis, b)] = self.hits.get((axis, b), 0) + 1
-        for a, b in CROSSES:
+        for a, b in self.crosses:
             if a in bins and b in bins:
                 key = ((a, bins[a]), (b, bins[b]))
                 self.hits[key] = self.hits.get(key, 0) + 1
@@ -193,7 +252,7 @@ class Coverage:
             report["axes"][axis] = {"filled": len(bins) - len(holes), "total": len(bins),
                                     "hits": {b: self.hits.get((axis, b), 0) for b in bins},
                                     "holes": holes, "excluded": self._axis_excluded(axis)}
-        for a, b in CROSSES:
+        for a, b in self.crosses:
             bins = self._cross_bins(a, b)
             hits = {f"{x} x {y}": self.hits.get(((a, x), (b, y)), 0) for x, y in bins}
             holes = [name for name, n in hits.items() if not n]

@@ -38,6 +38,10 @@ non-participant's untouched window and flag (isolation) and every ordinary write
 summary, whose ``coverage`` (:func:`plan_coverage`, :mod:`.coverage`) puts every collective run
 and checked in its bins of the collective space and lists the holes. ``sim/testbench/soak_bench.py``
 is the simulator side.
+
+``SoakConfig(nvls=True)`` (``scin soak --nvls``) is the soak on the switch with the NVLS engine:
+NVLS All-Reduces beside SCIN collectives drawn and checked as here, and refused multicast
+accesses (:mod:`.nvls_soak`; :func:`run_soak` hands it over).
 """
 
 import json
@@ -57,7 +61,7 @@ from .collective_buffers import Buffers
 from .coverage import SHARDED, Coverage, bins_of
 
 __all__ = ["SoakConfig", "make_plan", "run_soak", "verify", "expected_window", "FAULTS", "OPS",
-           "BAD_DESC_KINDS", "plan_coverage"]
+           "BAD_DESC_KINDS", "plan_coverage", "collectives_coverage", "collective_entry"]
 
 FAULTS = ("none", "decerr", "bad_desc")
 #: The operations the soak draws: the golden model's data operations, and barrier.
@@ -86,10 +90,14 @@ class SoakConfig:
     """Parameters of one soak. ``count`` collectives from ``seed`` on ``endpoints`` endpoints."""
 
     def __init__(self, count=20, seed=1, endpoints=4, sim="verilator", fault_rate=0.2,
-                 traffic_rate=0.3, reorder=True, capacity=16384, waves=4, max_size=32768,
-                 groups="random"):
+                 traffic_rate=0.3, reorder=True, capacity=16384, waves=4, max_size=None,
+                 groups="random", nvls=False):
+        # nvls: the NVLS soak (:mod:`.nvls_soak`) on the 64 KiB memories of the NVLS system.
+        if max_size is None:
+            max_size = 4096 if nvls else 32768
+        top = 8 << 10 if nvls else 256 << 10
         for name, value, lo, hi in (("count", count, 1, 10_000), ("endpoints", endpoints, 2, 8),
-                                    ("max_size", max_size, 64, 256 << 10)):
+                                    ("max_size", max_size, 64, top)):
             if not isinstance(value, int) or not lo <= value <= hi:
                 raise ValueError(f"{name} must be an integer between {lo} and {hi}, not {value!r}")
         for name, value in (("fault_rate", fault_rate), ("traffic_rate", traffic_rate)):
@@ -101,10 +109,13 @@ class SoakConfig:
             raise ValueError(f"groups 'halves' needs an even number of endpoints, not {endpoints}")
         if sim not in ("verilator", "icarus"):
             raise ValueError(f"sim must be 'verilator' or 'icarus', not {sim!r}")
+        if nvls and groups != "random":
+            raise ValueError("the NVLS soak draws its own groups: groups must be 'random' "
+                             "with nvls")
         self.count, self.seed, self.endpoints, self.sim = count, seed, endpoints, sim
         self.fault_rate, self.traffic_rate = fault_rate, traffic_rate
         self.reorder, self.capacity, self.waves, self.max_size = reorder, capacity, waves, max_size
-        self.groups = groups
+        self.groups, self.nvls = groups, nvls
 
     def hardware(self):
         """The plan dict :func:`plan_params` takes."""
@@ -249,9 +260,10 @@ def _descriptor(shape, layout, base, **fields):
                 dst_scale_addr=base + layout["dst_scales"], **fields)
 
 
-def _draw_collective(cfg, rng, k, isa, bad_so_far, avoid):
-    """Draw collective ``k``'s shape: ``(members, fault, kind, CollectiveConfig)``."""
-    members = _draw_members(cfg, rng, k)
+def _draw_collective(cfg, rng, k, isa, bad_so_far, avoid, members=None):
+    """Draw collective ``k``'s shape: ``(members, fault, kind, CollectiveConfig)``; ``members``
+    given (the NVLS soak's, :mod:`.nvls_soak`) are taken as they are instead of drawn."""
+    members = _draw_members(cfg, rng, k) if members is None else list(members)
     fault, kind = _draw_fault(cfg, rng, bad_so_far)
     op = _draw_op(rng, fault, kind, avoid)
     dtype = rng.choice(numerics.DTYPES)
@@ -264,14 +276,51 @@ def _draw_collective(cfg, rng, k, isa, bad_so_far, avoid):
     return members, fault, kind, shape
 
 
+def collective_entry(rng, k, isa, members, fault, kind, shape, layout, addr, *, flag, sync,
+                     generation):
+    """Collective ``k`` of ``shape`` (drawn by :func:`_draw_collective`) with its buffers
+    (``layout``, :func:`~scin.sim.allreduce.memory_map`'s keys, ``layout["flag"]`` the window's
+    bytes) at ``addr``: draws its flag mode, spoils the descriptor with its fault, draws the
+    inputs. Returns ``(descriptor, expected entry, loads)``: the entry :func:`verify` (and
+    :func:`_check_collective`) takes, and each member's regions to load, as offsets into the
+    window. The NVLS soak (:mod:`.nvls_soak`) places its SCIN collectives with it too."""
+    from ..hdl.isa import FlagMode, FlagStatus, check_descriptor
+    data_flags = (FlagStatus.OVERFLOW | FlagStatus.INVALID).value
+    window = layout["flag"]
+    desc = _descriptor(shape, layout, addr, flag_mode=rng.choice(list(FlagMode)).value,
+                       sync=sync, participants=sum(1 << i for i in members), flag_addr=flag)
+    if fault == "decerr":
+        # The input lies beyond the end of every participant's memory: reads answer DECERR.
+        desc["src_addr"] = MEM_SIZE
+    elif fault == "bad_desc":
+        _break(desc, kind, rng, isa, len(members))
+    reasons = check_descriptor(desc, isa)
+    assert bool(reasons) == (fault == "bad_desc"), (k, fault, kind, desc, reasons)
+    data, scales = (None, None) if shape.op == "barrier" else \
+        _inputs(rng, shape.dtype, len(members), shape.shards_in * shape.elements)
+    loads, want, status = _outcome(shape, layout, fault, data, scales)
+    entry = {"k": k, "op": shape.op, "dtype": shape.dtype, "size": shape.size,
+             "root": shape.root, "in_place": shape.in_place, "fault": fault,
+             "bad_kind": kind, "members": members, "window": (addr, addr + window),
+             "buffers": {name: addr + layout[name] for name in
+                         ("src", "dst", "src_scales", "dst_scales")},
+             "inputs": dict(zip(members, loads)), "images": dict(zip(members, want)),
+             # Faults: the ERROR bit is required; with DECERR the data read is not the input, so
+             # other status bits are not predicted.
+             "want_status": (status & data_flags) if fault == "none" else FlagStatus.ERROR.value,
+             "generation": generation, "flag": flag}
+    return desc, entry, loads
+
+
 def make_plan(cfg):
     """Draw the collectives and lay them out in memory. Returns ``(plan, images, expected)``:
     the JSON plan for the simulator, ``images[i] = [(byte_addr, bytes)]`` (whole flits) to load
     into endpoint ``i``, and the expected outcome of every collective (:func:`verify` reads it;
     its ``window`` is the collective's buffers, ``inputs`` each member's regions loaded into it,
-    as offsets into the window, and ``images`` each member's expected bytes of it)."""
-    from ..hdl.isa import FlagMode, FlagStatus, check_descriptor
-    DATA_FLAGS = (FlagStatus.OVERFLOW | FlagStatus.INVALID).value
+    as offsets into the window, and ``images`` each member's expected bytes of it). The NVLS
+    soak's plan is :func:`.nvls_soak.make_nvls_plan`'s."""
+    if cfg.nvls:
+        raise ValueError("an NVLS soak's plan is make_nvls_plan's (scin.sim.nvls_soak)")
     isa = plan_params(cfg.hardware()).isa
     rng = random.Random(cfg.seed)
     images = [[] for _ in range(cfg.endpoints)]
@@ -290,20 +339,10 @@ def make_plan(cfg):
         if addr + window > FLAG_BASE:
             raise ValueError(f"{cfg.count} collectives of up to {cfg.max_size} bytes do not fit in "
                              f"the {MEM_SIZE >> 20} MiB memories; lower --count or --max-size")
-        flag = FLAG_BASE + 4 * k
-        desc = _descriptor(shape, layout, addr, flag_mode=rng.choice(list(FlagMode)).value,
-                           sync=sync, participants=sum(1 << i for i in members), flag_addr=flag)
-        if fault == "decerr":
-            # The input lies beyond the end of every participant's memory: reads answer DECERR.
-            desc["src_addr"] = MEM_SIZE
-        elif fault == "bad_desc":
-            _break(desc, kind, rng, isa, len(members))
-        reasons = check_descriptor(desc, isa)
-        assert bool(reasons) == (fault == "bad_desc"), (k, fault, kind, desc, reasons)
         generation[sync] += 1
-        data, scales = (None, None) if shape.op == "barrier" else \
-            _inputs(rng, shape.dtype, len(members), shape.shards_in * shape.elements)
-        loads, want, status = _outcome(shape, layout, fault, data, scales)
+        desc, entry, loads = collective_entry(rng, k, isa, members, fault, kind, shape, layout,
+                                              addr, flag=FLAG_BASE + 4 * k, sync=sync,
+                                              generation=generation[sync])
         for j, i in enumerate(members):
             images[i] += flit_loads(loads[j], window, isa.fabric.flit_bytes, base=addr)
         traffic = _draw_traffic(cfg, rng, members, scratch_next)
@@ -311,17 +350,7 @@ def make_plan(cfg):
         colls.append({"k": k, "batch_index": sync, "op": shape.op, "desc": desc,
                       "members": members, "generation": generation[sync], "stalls": stalls,
                       "traffic": traffic})
-        expected.append({"k": k, "op": shape.op, "dtype": shape.dtype, "size": shape.size,
-                         "root": shape.root, "in_place": shape.in_place, "fault": fault,
-                         "bad_kind": kind, "members": members, "window": (addr, addr + window),
-                         "buffers": {name: addr + layout[name] for name in
-                                     ("src", "dst", "src_scales", "dst_scales")},
-                         "inputs": dict(zip(members, loads)), "images": dict(zip(members, want)),
-                         # Faults: the ERROR bit is required; with DECERR the data read is not
-                         # the input, so other status bits are not predicted.
-                         "want_status": (status & DATA_FLAGS) if fault == "none" else
-                                        FlagStatus.ERROR.value,
-                         "generation": generation[sync], "flag": flag})
+        expected.append(entry)
         addr += window
     plan = {**cfg.hardware(), "collectives": colls, "sync_resources": isa.sync_resources,
             "timeout_cycles": 400_000}
@@ -333,17 +362,26 @@ def plan_coverage(plan, expected):
     ``plan`` and ``expected``, the collectives the soak runs and :func:`verify` checks): one hit
     per collective in the bin of each axis and cross; sizes are classed against the plan's flit
     and wave-table capacity."""
+    return collectives_coverage([(c["desc"], e) for c, e in
+                                 zip(plan["collectives"], expected, strict=True)],
+                                endpoints=plan["endpoints"], flit_bytes=plan["flit_width"] // 8,
+                                capacity=plan["capacity"])
+
+
+def collectives_coverage(pairs, *, endpoints, flit_bytes, capacity):
+    """The functional coverage of the collectives ``pairs`` (``(descriptor, expected entry)``,
+    as :func:`collective_entry` gives them) on ``endpoints`` ports."""
     from ..hdl.isa import FlagMode
     # A write error is a fault class of the space the soak does not draw (its DECERR is on the
     # reads; tb/test_faults.py injects write errors, directed): a hole by construction, listed so
     # that the report says so.
     faults = ("none", "decerr", "decerr_write") + tuple(f"bad_desc:{k}" for k in BAD_DESC_KINDS)
-    cov = Coverage(faults, {**FAULT_OPS, "decerr_write": numerics.OPS}, plan["endpoints"])
-    for coll, e in zip(plan["collectives"], expected, strict=True):
-        mode = FlagMode(coll["desc"]["flag_mode"]).name.lower()
+    cov = Coverage(faults, {**FAULT_OPS, "decerr_write": numerics.OPS}, endpoints)
+    for desc, e in pairs:
+        mode = FlagMode(desc["flag_mode"]).name.lower()
         cov.add(bins_of(e["op"], e["dtype"], mode, e["size"], e["members"], e["in_place"],
-                        e["fault"], e["bad_kind"], endpoints=plan["endpoints"],
-                        flit_bytes=plan["flit_width"] // 8, capacity=plan["capacity"]))
+                        e["fault"], e["bad_kind"], endpoints=endpoints, flit_bytes=flit_bytes,
+                        capacity=capacity))
     return cov
 
 
@@ -360,7 +398,11 @@ def run_soak(cfg, log=print):
     """Run the soak; return the summary dict (see ``docs/RELIABILITY.md``).
 
     Raises ValueError for bad parameters and RuntimeError if the simulation does not complete (a
-    hang is reported with the collective it stopped at)."""
+    hang is reported with the collective it stopped at). ``cfg.nvls``: the NVLS soak
+    (:func:`.nvls_soak.run_nvls_soak`)."""
+    if cfg.nvls:
+        from .nvls_soak import run_nvls_soak
+        return run_nvls_soak(cfg, log=log)
     from ..hdl.system import System
     from .runner import verilog_for, run_cocotb, SimulationError
     plan, images, expected = make_plan(cfg)
