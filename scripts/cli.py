@@ -231,7 +231,8 @@ COMMANDS = {c.name: c for c in (
                  "(8-72 ports, 18 planes) and LLM TTFT/TPOT over NVLS (writes docs/SCALE.md)",
             description="Fit (--calibrate) or load the system model's calibration "
                         "(docs/bench/calibration.json, from the RTL measurements in "
-                        "docs/bench/bench.csv), check the model against every measured point, "
+                        "docs/bench/bench.csv and, for NVLS and ring, docs/bench/compare.csv), "
+                        "check the model against every measured point of both, "
                         "and write the scale section of docs/SCALE.md: SCIN pull, push and INQ, "
                         "NVLS and ring "
                         "at 8 to 72 ports on 1 or 18 NVLink 5 planes, SCIN's resources against "

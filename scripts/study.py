@@ -1,9 +1,10 @@
 """``scin study``: the calibrated system model at NVLink-class scale and in LLM inference.
 
-Reads the calibration (``docs/bench/calibration.json``, fitted from ``docs/bench/bench.csv`` by
-:func:`scin.sim.system_model.write_calibration`; ``--calibrate`` fits it again first) and writes
-the ``scale`` section of ``docs/SCALE.md`` (between its markers; the file is created if
-missing): the validation of the model against every RTL point, the parameters and
+Reads the calibration (``docs/bench/calibration.json``, fitted from ``docs/bench/bench.csv`` and
+``docs/bench/compare.csv`` by :func:`scin.sim.system_model.write_calibration`; ``--calibrate``
+fits it again first) and writes the ``scale`` section of ``docs/SCALE.md`` (between its markers;
+the file is created if missing): the validation of the model against every RTL point of both
+CSVs (SCIN from ``scin bench``; SCIN, NVLS and ring from ``scin compare``), the parameters and
 their sources, the scale tables (8 to 72 ports, 1 or 18 planes), the growth of SCIN's resources
 with ports, and TTFT/TPOT over NVLS for six models at TP 4 and 8 (:mod:`scin.sim.llm`), with the
 plots and CSVs under ``docs/scale/``. No RTL runs: the whole study takes seconds.
@@ -16,10 +17,14 @@ import time
 from pathlib import Path
 
 from ..sim import llm
-from ..sim.system_model import (CALIBRATION_PATH, Fabric, NVLINK_HOP_S, NVLINK_MEM_S,
-                                NVLINK_ISA_HZ, collective_time, scin_time, nvlink_fabric, load_calibration,
-                                write_calibration, read_bench_csv, validate, protocol_ceiling,
-                                bus_bandwidth)
+from ..sim.system_model import (CALIBRATION_PATH, COMPARE_PATH, Fabric, NVLINK_HOP_S,
+                                NVLINK_MEM_S, NVLINK_ISA_HZ, NVLINK_ATOMIC_S, NVLS_PACKET_BYTES,
+                                NVLS_WINDOW, NVLS_BARRIER_OWN, NVLS_ISSUE_CYCLES,
+                                NVLS_REQUEST_CYCLES, NVLS_SEQUENCER_CYCLES, RING_SLICES,
+                                collective_time, scin_time, nvls_time, nvlink_fabric,
+                                load_calibration, write_calibration, read_bench_csv, validate,
+                                read_compare_csv, validate_compare, protocol_ceiling,
+                                nvls_ceiling, bus_bandwidth, rtl_fabric)
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
 
@@ -44,9 +49,11 @@ RESOURCES_CSV = REPO_ROOT / "docs" / "resources" / "resources.csv"
 
 def hgx_h200(hop_s=NVLINK_HOP_S, mem_s=NVLINK_MEM_S):
     """The LLM study's fabric: an 8-GPU HGX H200, NVLink 4 (450 GB/s per direction per GPU)
-    through 4 NVSwitch chips, taken as 4 equal planes (the 18 links split 5/4/4/5)."""
+    through 4 NVSwitch chips, taken as 4 equal planes (the 18 links split 5/4/4/5); GPUs as
+    endpoints and an NVLS engine serving every port at once, as :func:`nvlink_fabric`."""
     return Fabric("HGX H200: NVLink 4, 450 GB/s per direction, 4 NVSwitch planes", 450e9, hop_s,
-                  mem_s, NVLINK_ISA_HZ, planes=4)
+                  mem_s, NVLINK_ISA_HZ, planes=4, atomic_s=NVLINK_ATOMIC_S, gpu_endpoints=True,
+                  nvls_per_port=True)
 
 
 def _us(s):
@@ -110,6 +117,108 @@ def validation_section(cal, bench_csv):
     return "\n".join(text), rows
 
 
+#: Side runs of the NVLS All-Reduce with other windows than scin compare's 8 (N = 4, the RTL of
+#: commit 0c056f3, the paper latency model: `scin compare --endpoints 4 --algorithms nvls
+#: --window W`), to show the window mechanism: {(size, window): cycles}. Not in compare.csv.
+WINDOW_RUNS = {(262144, 1): 31482, (262144, 2): 21470, (262144, 4): 12817, (262144, 6): 12538,
+               (262144, 8): 12490, (262144, 12): 12404, (262144, 16): 12356,
+               (1048576, 8): 45872, (1048576, 16): 45539}
+
+
+def _worst(rows):
+    return max(rows, key=lambda r: abs(r["error_pct"])) if rows else None
+
+
+def compare_section(cal, compare_csv):
+    """The model against every row of ``scin compare``'s CSV: the table, a summary per
+    algorithm and endpoint count, the window side runs, and what the largest differences are."""
+    rows = validate_compare(read_compare_csv(compare_csv), cal)
+    costed = [r for r in rows if r["model"] is not None]
+    groups = {}
+    for r in costed:
+        groups.setdefault((r["algorithm"], r.get("op", "allreduce"), int(r["endpoints"])),
+                          []).append(r)
+    summary = []
+    for (alg, op, n), sel in sorted(groups.items()):
+        w = _worst(sel)
+        within2 = sum(abs(r["error_pct"]) <= 2 for r in sel)
+        summary.append([alg, op, n, len(sel), f"{w['error_pct']:+.2f}% ({_size(int(w['size']))})",
+                        f"{sum(abs(r['error_pct']) for r in sel) / len(sel):.2f}%",
+                        f"{within2} / {len(sel)}"])
+    body = []
+    for r in rows:
+        window = r.get("window", "") if r["algorithm"] == "nvls" else ""
+        body.append([r["algorithm"], r.get("op", "allreduce"), r["endpoints"], f"{int(r['size'])}",
+                     window, r.get("commit", ""), f"{r['cycles']:,.0f}",
+                     "-" if r["model"] is None else f"{r['model']:,.0f}",
+                     "-" if r["error_pct"] is None else f"{r['error_pct']:+.2f}"])
+    f = rtl_fabric(cal)
+    side, side_error = [], {}
+    for (size, window), cycles in sorted(WINDOW_RUNS.items()):
+        model = nvls_time("allreduce", size, 4, f, cal, window=window) * f.isa_clock_hz
+        side_error[size, window] = 100 * (model - cycles) / cycles
+        side.append([_size(size), window, f"{cycles:,}", f"{model:,.0f}",
+                     f"{side_error[size, window]:+.2f}"])
+    nvls = [r for r in costed if r["algorithm"] == "nvls"]
+    ring = [r for r in costed if r["algorithm"] == "ring"]
+    n4 = [r for r in nvls if int(r["endpoints"]) == 4 and int(r["size"]) >= 1 << 20]
+    others = [r for r in nvls if r not in n4]
+    fitted = [r for r in costed if r["algorithm"] in ("nvls", "ring")]
+    text = [
+        "## Validation against `scin compare`: SCIN, NVLS and ring on one RTL fabric", "",
+        f"Every row of `{cal.compare_source or 'docs/bench/compare.csv'}` ({len(rows)} points, "
+        f"commit{'s' if len(cal.compare_commits) > 1 else ''} "
+        f"{', '.join(cal.compare_commits) or '-'}): each a simulation of the RTL checked bit for "
+        "bit (docs/COMPARISON.md). *model*: SCIN from the calibrated form above (`scin_time`), "
+        "NVLS from `nvls_time` with the row's window, the ring from `ring_time`, on the same "
+        "fabric (90-cycle hops, 40-cycle memory, 32 B flits); NVLS's and the ring's four own-cycle "
+        f"constants (calibration above) are fitted to these {len(fitted)} NVLS and ring points, "
+        "everything else in their forms is the RTL's mechanism.", "",
+        _table(["algorithm", "op", "N", "points", "largest difference", "mean abs. difference",
+                "within 2%"], summary, ["---", "---", "---:", "---:", "---:", "---:", "---:"]),
+        ""]
+    if ring:
+        w = _worst(ring)
+        text.append(f"- **Ring: largest difference {w['error_pct']:+.2f}%** "
+                    f"({_size(int(w['size']))} "
+                    f"at N = {w['endpoints']}). The ranks' programs are followed command by "
+                    "command, so the fences, the flags' atomic adds and the empty slices of a "
+                    "64 B message cost what they cost in the RTL; large messages are the slices' "
+                    "serialization (a copy 129 flit times per 4 KiB, an addition 256: the "
+                    "accelerator's one local read port; the last reduction 384: its result is "
+                    "also written to itself through the switch).")
+    if others:
+        w = _worst(others)
+        text.append(f"- **NVLS, all but N = 4 from 1 MiB: largest difference "
+                    f"{w['error_pct']:+.2f}%** ({_size(int(w['size']))} at N = {w['endpoints']}).")
+    if n4:
+        w = _worst(n4)
+        text.append(
+            f"- **NVLS at N = 4 from 1 MiB: {min(r['error_pct'] for r in n4):+.2f}% to "
+            f"{max(r['error_pct'] for r in n4):+.2f}%**, the model faster. It costs the "
+            "data phase at the links' rate, and at N = 4 the RTL stays 2% under it: 8 "
+            "`ld_reduce`s in flight per rank (32 in all) only just cover the loaded round trip "
+            "(32 x 42.5 = 1,360 cycles), and the ranks do not share the engine evenly: in every "
+            "run rank 0 finishes its shard first (KERNEL_DONE 8.7% before the others at 16 MiB, "
+            "the event trace of the run), and the other three end it with 24 `ld_reduce`s in "
+            "flight, which no longer cover it. At N = 8 (64 in flight) the links' rate is "
+            "reached to 0.1%. The side runs below (not in the CSV) show the window: with 16 in "
+            f"flight the RTL meets the model at 256 KiB ({side_error[262144, 16]:+.2f}%; the "
+            f"rank-0 lead still costs {abs(side_error[1048576, 16]):.2f}% at 1 MiB); with one, the "
+            "data phase is one round trip per packet, as the model says "
+            f"({side_error[262144, 1]:+.2f}%); between 2 and 8 the window and the links "
+            "interact (a `ld_reduce` waits in the request unit behind other ranks' `st`s), and "
+            "the model, which takes the larger of the two bounds, is faster than the RTL "
+            f"({side_error[262144, 2]:+.1f}% at 2, {side_error[262144, 4]:+.1f}% at 4).")
+    text += ["", "NVLS All-Reduce at N = 4 against its window (side runs of `scin compare "
+             "--endpoints 4 --algorithms nvls --window W`, commit 0c056f3; not in the CSV):", "",
+             _table(["size", "window", "RTL cycles", "model", "error %"], side), "",
+             _table(["algorithm", "op", "N", "size (B)", "window", "commit", "RTL cycles",
+                     "model", "error %"], body,
+                    ["---", "---", "---:", "---:", "---:", "---", "---:", "---:", "---:"])]
+    return "\n".join(text), rows
+
+
 def calibration_section(cal):
     rows = [
         ["per-packet link cost, fp16", f"{cal.flit_bytes and cal.packet_bytes // cal.flit_bytes} "
@@ -128,15 +237,27 @@ def calibration_section(cal):
         ["wave gap", f"2 hops + memory + **{cal.wave_gap_own:g}** cycles",
          "the one-wave run (64 KiB table)"],
         ["own cycles per hop", ", ".join(f"{k} {v}" for k, v in cal.hop_own.items()),
-         "hop table of docs/PERFORMANCE.md (not in the CSV); used by push, NVLS and ring"],
+         "hop table of docs/PERFORMANCE.md (not in the CSV); used by push"],
+        ["atomic add at an endpoint's memory", f"memory read + **{cal.atomic_own:g}** cycles, "
+         "one at a time", f"NVLS and ring rows of `{cal.compare_source or '-'}` (the N "
+         "barrier adds at every member, the ring's flags)"],
+        ["NVLS own cycles", f"**{cal.nvls_own:g}** (both barriers and the data phase; of them "
+         f"{NVLS_BARRIER_OWN} per barrier and {NVLS_ISSUE_CYCLES} per command issue from the "
+         "event trace)", f"NVLS rows of `{cal.compare_source or '-'}`"],
+        ["ring own cycles", f"slice **{cal.ring_slice_own:g}** (the fence beyond 4 hops), flag "
+         f"**{cal.ring_signal_own:g}** (beyond 2 hops and the atomic add)",
+         f"ring rows of `{cal.compare_source or '-'}`"],
         ["link of the measurements", f"{cal.one_way_latency}-cycle one-way hops, "
          f"{cal.mem_latency}-cycle memory reads, {cal.flit_bytes} B flits at {cal.clock_mhz} MHz, "
          f"{cal.packet_bytes} B packets", "the paper latency model of `scin bench`"],
     ]
     return "\n".join([
         "## Calibration (`docs/bench/calibration.json`)", "",
-        f"Fitted by `scin.sim.system_model.write_calibration` from `{cal.source}` (`scin study "
-        "--calibrate`; the RTL benches call the same function). Cycles are the ISA's.", "",
+        f"Fitted by `scin.sim.system_model.write_calibration` from `{cal.source}` and, for "
+        f"NVLS and the ring, `{cal.compare_source or '-'}` ({cal.compare_points} points, "
+        "`fit_compare`: least squares of the relative differences over four own-cycle "
+        "constants) (`scin study --calibrate`; the RTL benches call the same function). Cycles "
+        "are the ISA's.", "",
         _table(["constant", "value", "fitted from"], rows, ["---", "---", "---"])])
 
 
@@ -158,15 +279,36 @@ def forms_section():
         "- SCIN push (modelled): `T = 2L + M + (own - 10) c + pk(S) t`: the operand written up "
         "with the arrival behind it after the endpoint's own read, no barrier issue, read "
         "request or arrival packet (their 10 own cycles in the hop table).",
-        "- NVLS (modelled, paper Fig. 2): `T = 2 B + (4 H + M' + r c) + 2 H + ((N+1)/N pk(S) + "
-        "pk(min(S/N, 4 KiB))) t`, barrier `B = 2 H + 2c` (GPU-switch-GPU), `H = L + 3c` a "
-        "traversal, `r` the reduction's cycles (13 + level per doubling over 4), "
-        "`M' = M + 2c`. Large-message efficiency: `N / (N + 1)` of the protocol ceiling.",
-        "- ring (modelled): `2 (N - 1)` steps of `2 H + M' + pk(S / N) t` (All-Reduce); "
-        "`N - 1` steps of the whole buffer for ReduceScatter and AllGather.",
+        "- NVLS (calibrated against `scin compare`; NCCL's NVLS kernel on the RTL's NVLS "
+        "engine, docs/NVLS.md): `T = (2L + b + N a) + D + (2L + b + a + (R - 1) max(0, a - d)) "
+        "+ 2 i`. Two barriers: every rank's `red` is an atomic add `a` at every member, served "
+        "one at a time (memory read + `atomic_own` on the RTL's AXI bridge); the second "
+        "barrier's adds come as the `R` ranks with data finish, `d` apart. `D` = the last "
+        "rank's data phase: the first 1 KiB packet's chain (`ld_reduce` 4 hops + memory, the "
+        "engine's reducer `2 + 4 (N - 1)` cycles, `st` and its acknowledgement 4 hops: 8 hops "
+        "in all) then every other packet of every rank at the largest of the links' rate "
+        "(per packet of `f` payload flits, `(f + 2)(N + 1)/N` flits on a member's link: the "
+        "`st` to everyone, the read request, and its own results' detour), the engine's "
+        f"(RTL: one request unit, {NVLS_REQUEST_CYCLES} cycles a request + a flit per payload "
+        f"flit; one sequencer, {NVLS_SEQUENCER_CYCLES} + `f` cycles an entry) and the window "
+        "(`W` `ld_reduce`s per rank over their round trip). One packet per rank: `d` apart "
+        "instead. 12 one-way hops on the critical path against SCIN's 4. ReduceScatter "
+        "(`ld_reduce` only), AllGather (`st` only), Reduce and Broadcast (one rank's) are the "
+        "same form with their packets.",
+        f"- ring (calibrated against `scin compare`; NCCL's simple protocol, "
+        f"sim/ring_allreduce.py): `N` chunks of {RING_SLICES} slices, `2 (N - 1)` steps "
+        "(ReduceScatter, AllGather `N - 1`; Broadcast and Reduce a pipelined chain). A slice "
+        "is a fenced REDUCE_SEND, `4L + s + body` (the WRITEs out, the acknowledgements "
+        "back), then a flag to the next rank, seen `2L + a + g` later; a rank waits for its "
+        "neighbour's flag and for staging slots. The programs are followed command by command "
+        "(a max-plus recurrence, exact for empty or unequal slices). `body`: a copy one flit "
+        "time per flit plus a header per 4 KiB; on the RTL an addition two per result flit "
+        "(the accelerator's one local read port) and the All-Reduce's last reduction three "
+        "(its sum also written to itself through the switch); GPUs at the link's rate.",
         "- Protocol ceiling (SCIN's efficiency bound): `P / (P + 1 + k)` = 128/130 = 0.985 "
         "today, 128/129 = 0.992 with wave-level requests and acknowledgements (issue 18); INT8 "
-        "`2 P / slot8` = 256/136 = 1.882."])
+        "`2 P / slot8` = 256/136 = 1.882. NVLS's: `f / ((f + 2)(N + 1)/N)` = 0.753 at N = 4, "
+        "0.837 at N = 8 (1 KiB packets of 32 B flits)."])
 
 
 def fabric_section(hop_s, mem_s):
@@ -188,6 +330,18 @@ def fabric_section(hop_s, mem_s):
         ["packets", "4 KiB payload, 32 B flits, 1 header + 1 control flit per packet", "this "
          "RTL's protocol, calibrated; the paper's simulated system had 360 GB/s payload of its "
          "links, a heavier header overhead than ours"],
+        ["NVLS packets and window", f"{NVLS_PACKET_BYTES} B `ld_reduce` and `st` packets; as "
+         "many `ld_reduce`s in flight as the round trip needs", "the RTL's and the paper's "
+         f"reduction entry; NCCL's kernel keeps a warp's worth in flight (`scin compare` runs "
+         f"{NVLS_WINDOW} per rank, which the validation uses)"],
+        ["NVLS engine", "one request unit and one reduction sequencer per port", "assumption "
+         "(an NVSwitch serves its ports at once); the RTL's engine has one of each for the "
+         "switch, which would hold NVLS to one 1 KiB packet per 6 ISA cycles + 32 flit times"],
+        ["GPU endpoints", f"ring additions at the link's rate, results stored locally; atomic "
+         f"adds {NVLINK_ATOMIC_S * 1e9:g} ns each, one at a time per word", "assumption (a "
+         "GPU's HBM outruns its NVLink; a same-address atomic at its L2); the RTL's "
+         "accelerator model reads through one port and its bridge takes a memory read per "
+         "atomic, which stay in the RTL fabric's model"],
     ]
     return "\n".join(["## NVLink-class parameters", "",
                       _table(["parameter", "value", "source"], rows, ["---", "---", "---"])])
@@ -200,8 +354,9 @@ def scale_section(cal, hop_s, mem_s, plot_dir, rel, ports=PORTS, planes_list=PLA
             "NVLink 5 links (50 GB/s per direction each). One plane: every GPU has one link to "
             "one switch of N ports. P planes (18: NVL72-class): every message split P ways, one "
             "ISA per plane. All-Reduce latency in microseconds (`size` per rank); speedups over "
-            "NVLS. **SCIN pull and INQ are the calibrated forms; push, NVLS and ring are "
-            "modelled only.**", ""]
+            "NVLS. **SCIN pull and INQ are the calibrated forms; NVLS and ring the forms "
+            "calibrated against `scin compare`, with GPUs for endpoints and an NVLS engine per "
+            "port (NVLink-class parameters); push is modelled only.**", ""]
     csv_rows = []
     for planes in planes_list:
         f = nvlink_fabric(5, planes, hop_s=hop_s, mem_s=mem_s)
@@ -226,10 +381,14 @@ def scale_section(cal, hop_s, mem_s, plot_dir, rel, ports=PORTS, planes_list=PLA
     ceil = protocol_ceiling(fbig, cal)
     text += [f"Limits ({big} plane(s)): SCIN's algorithm bandwidth tends to the protocol ceiling "
              f"{ceil:.4f} x {link / 1e9:.0f} GB/s = {ceil * link / 1e9:.0f} GB/s at every N "
-             f"(bus bandwidth `2 (N-1)/N` of it); NVLS's to `N/(N+1)` of that: "
-             + ", ".join(f"N = {n}: {n / (n + 1) * ceil * link / 1e9:.0f} GB/s" for n in ports)
-             + ". The ring's latency term grows with `2 (N - 1)` steps, which is why it falls "
-             "far behind at many ports for small messages.", ""]
+             f"(bus bandwidth `2 (N-1)/N` of it); NVLS's to `f / ((f + 2)(N + 1)/N)` of the "
+             f"link ({NVLS_PACKET_BYTES} B packets: a header and a read request or "
+             "acknowledgement per packet, and the detour of its own results): "
+             + ", ".join(f"N = {n}: {nvls_ceiling(fbig, n) * link / 1e9:.0f} GB/s "
+                         f"({ceil / nvls_ceiling(fbig, n):.3f}x below SCIN)" for n in ports)
+             + f". The ring's latency grows with `4 (N - 1)` fenced slices ({RING_SLICES} per "
+             "step, 4 hops each), which is why it falls far behind at many ports for small "
+             "messages.", ""]
     # The other collectives at the most ports and planes.
     body = []
     for op in ("reduce-scatter", "allgather", "broadcast", "reduce"):
@@ -240,7 +399,9 @@ def scale_section(cal, hop_s, mem_s, plot_dir, rel, ports=PORTS, planes_list=PLA
             body.append([op, _size(size), _us(s), _us(nv), _us(r), f"{nv / s:.2f}", f"{r / s:.2f}"])
     text += [f"### The other collectives ({nmax} ports, {big} plane(s))", "",
              "Per-rank count `size` (NCCL's `recvcount` / `sendcount`); SCIN from the calibrated "
-             "op constants, NVLS and ring modelled.", "",
+             "op constants; NVLS and ring from the All-Reduce's calibrated forms with their own "
+             "packets (NVLS: ReduceScatter its `ld_reduce`s, AllGather its `st`s, Reduce and "
+             "Broadcast one rank's; ring: `N - 1` steps, Broadcast and Reduce a chain).", "",
              _table(["op", "size", "SCIN (us)", "NVLS (us)", "ring (us)", "NVLS / SCIN",
                      "ring / SCIN"], body), ""]
     text += [wave_section(cal, hop_s, mem_s), ""]
@@ -455,6 +616,7 @@ def llm_section(cal, hop_s, mem_s, plot_dir, rel):
     sens_rows = sens
     inq_big = collective_time("nvls", "allreduce", pre_sizes[1], 8, fabric, cal) \
         / collective_time("scin-inq", "allreduce", pre_sizes[1], 8, fabric, cal)
+    bw_ratio = protocol_ceiling(fabric, cal) / nvls_ceiling(fabric, 8)
     text = [
         "## LLM inference: TTFT and TPOT over NVLS", "",
         "Two All-Reduces per layer of `tokens x hidden x 2` bytes (INT8 INQ moves "
@@ -477,11 +639,13 @@ def llm_section(cal, hop_s, mem_s, plot_dir, rel):
         "### Against the paper", "", compare, "",
         "Why they differ:",
         f"- **TPOT.** Decode All-Reduces are {_size(dec_sizes[0])} to {_size(dec_sizes[1])} "
-        "(batch 1 to 64): latency-bound, where SCIN's 4 one-way hops against NVLS's 10 make "
+        "(batch 1 to 64): latency-bound, where SCIN's 4 one-way hops against NVLS's 12 (two "
+        "barriers of 2, the `ld_reduce`'s 4, the `st`'s and its acknowledgement's 4) make "
         f"the All-Reduce about {ar_small:.2f}x faster (TP 8, {_size(dec_sizes[0])}). The "
         f"largest TPOT gain, {b1['tpot_speedup']:.3f}x ({b1['model']}, batch {b1['batch']}, "
         f"context {b1['prompt']}), comes with {b1['tpot_nvls_ar_fraction']:.1%} of its NVLS "
-        "decode step in All-Reduces, twice the paper's measured 19%: the roofline leaves out "
+        f"decode step in All-Reduces, {b1['tpot_nvls_ar_fraction'] / PAPER['decode_fraction']:.1f}"
+        "x the paper's measured 19%: the roofline leaves out "
         "every non-GEMM kernel, launch gap and the sampler, so its compute is shorter, and "
         "the 360 ns hop is the FPGA prototype's (Aurora), likely slower than an NVLink hop. "
         f"At a 100 ns hop the largest fraction is {sens_rows[0][5]} and the largest TPOT "
@@ -493,14 +657,15 @@ def llm_section(cal, hop_s, mem_s, plot_dir, rel):
         f"prompt {bt['prompt']}: {bt['ttft_speedup']:.3f}x pull, "
         f"{bt['ttft_speedup_inq']:.3f}x INQ), where the All-Reduce still carries latency; "
         "beyond it the roofline's compute grows in proportion to the tokens, as the "
-        "All-Reduce does, so the speedup settles at the bandwidth ratio: NVLS's `(N + 1) / N` "
-        f"detour (1.125 at N = 8) unquantized, {inq_big:.2f}x with INQ at {_size(pre_sizes[1])}, "
+        "All-Reduce does, so the speedup settles at the bandwidth ratio: NVLS's 1 KiB packets "
+        f"and `(N + 1) / N` detour ({bw_ratio:.3f} at N = 8) unquantized, {inq_big:.2f}x with "
+        f"INQ at {_size(pre_sizes[1])}, "
         "diluted by the compute. "
         "The paper's TTFT gain grows with the batch because its GPUs' utilization grows with "
         "the batch (communication then takes a larger share, 49% in its profile); a roofline "
         "at a fixed 70% of peak has no such ramp. The paper's NVLS also lost bandwidth to "
         "multicast congestion in the crossbar (its 1.34x large-message speedup against "
-        "1.125 here), which this model does not have. The paper does not say whether its "
+        f"{bw_ratio:.3f} here), which this model does not have. The paper does not say whether its "
         f"1.42x is quantized; here INQ reaches {mx['ttft_speedup_inq']:.3f}x.",
         "- **Mixtral-8x7B** gains less than the dense models of its hidden size: its two "
         "experts per token (and, in decode, the weights of every expert the batch picks) make "
@@ -573,10 +738,13 @@ def _counts(text, option, least):
 def add_arguments(p):
     """The options of ``scin study``."""
     p.add_argument("--calibrate", action="store_true",
-                   help="fit the calibration to --bench-csv first and write it to --calibration "
-                        "(what the RTL benches do after a sweep)")
+                   help="fit the calibration to --bench-csv and --compare-csv first and write "
+                        "it to --calibration (what the RTL benches do after a sweep)")
     p.add_argument("--bench-csv", default=str(REPO_ROOT / "docs" / "bench" / "bench.csv"),
                    help="the RTL measurements (`scin bench`; default: docs/bench/bench.csv)")
+    p.add_argument("--compare-csv", default=str(COMPARE_PATH),
+                   help="SCIN, NVLS and ring measured on the RTL (`scin compare`; default: "
+                        "docs/bench/compare.csv), which NVLS and the ring are fitted to")
     p.add_argument("--calibration", default=str(CALIBRATION_PATH),
                    help="the fitted constants (default: docs/bench/calibration.json)")
     p.add_argument("--doc", default=str(REPO_ROOT / "docs" / "SCALE.md"),
@@ -605,8 +773,10 @@ def run(args):
             raise ValueError(f"--{name.replace('_', '-')} must be positive, not "
                              f"{getattr(args, name)}")
     if args.calibrate:
-        cal = write_calibration(args.bench_csv, args.calibration)
-        print(f"wrote {args.calibration} (fitted to {args.bench_csv})")
+        compare = args.compare_csv if Path(args.compare_csv).exists() else None
+        cal = write_calibration(args.bench_csv, args.calibration, compare_csv=compare)
+        print(f"wrote {args.calibration} (fitted to {args.bench_csv}"
+              f"{' and ' + compare if compare else ''})")
     else:
         cal = load_calibration(args.calibration)
     hop_s, mem_s = args.hop_ns * 1e-9, args.mem_ns * 1e-9
@@ -618,6 +788,12 @@ def run(args):
         rel = out.resolve().as_posix()
     ports, planes = _counts(args.ports, "--ports", 2), _counts(args.planes, "--planes", 1)
     validation, vrows = validation_section(cal, args.bench_csv)
+    compare_path = Path(args.compare_csv)
+    if compare_path.exists():
+        compared, crows = compare_section(cal, compare_path)
+    else:
+        compared, crows = (f"## Validation against `scin compare`\n\n{compare_path} does not "
+                           "exist: run `scin compare` for NVLS and ring points."), []
     scale, scale_rows = scale_section(cal, hop_s, mem_s, out, rel, ports, planes)
     llm_text, lrows = llm_section(cal, hop_s, mem_s, out, rel)
     _write_csv(scale_rows, out / "scale.csv")
@@ -626,7 +802,20 @@ def run(args):
                                    "capacity", "waves", "commit", "cycles", "model",
                                    "error_pct", "model_current", "error_current_pct")}
                 for r in vrows], out / "validation.csv")
+    if crows:
+        _write_csv([{k: r.get(k, "") for k in ("algorithm", "op", "dtype", "endpoints", "size",
+                                               "window", "commit", "cycles", "model",
+                                               "error_pct")}
+                    for r in crows], out / "compare_validation.csv")
     worst = max(abs(r["error_pct"]) for r in vrows)
+    costed = [r for r in crows if r["error_pct"] is not None]
+    by_alg = {alg: max([abs(r["error_pct"]) for r in costed if r["algorithm"] == alg],
+                       default=None) for alg in ("nvls", "ring")}
+    fitted_note = {alg: (f"compare.csv, mechanism forms with 4 fitted own-cycle constants; "
+                         f"within {by_alg[alg]:.2f}% of "
+                         f"{sum(r['algorithm'] == alg for r in costed)} "
+                         "points" if by_alg[alg] is not None else "no compare.csv point")
+                   for alg in by_alg}
     status = [
         ["SCIN pull All-Reduce, ReduceScatter, AllGather, Broadcast, Reduce, barrier (fp16/bf16)",
          "**calibrated** from RTL", "bench.csv; exact at every measured point"],
@@ -638,30 +827,43 @@ def run(args):
         ["NVLink-class link, hop and memory latencies, planes", "stated parameters",
          "section NVLink-class parameters"],
         ["SCIN push", "**modelled only**", "no RTL yet (issue 18)"],
-        ["NVLS", "**modelled only**", "paper Fig. 2; measured on the RTL by `scin compare` "
-                                      "(COMPARISON.md), the model not yet fitted to it (issue 17)"],
-        ["ring", "**modelled only**", "measured on the RTL by `scin compare` (COMPARISON.md), "
-                                      "the model not yet fitted to it (issue 17)"],
+        ["NVLS All-Reduce (RTL fabric)", "**calibrated** from RTL", fitted_note["nvls"]],
+        ["ring All-Reduce (RTL fabric)", "**calibrated** from RTL", fitted_note["ring"]],
+        ["NVLS and ring ReduceScatter, AllGather, Broadcast, Reduce", "modelled",
+         "the All-Reduce's calibrated forms and constants with their own packets"],
+        ["NVLS and ring on NVLink-class fabrics", "extrapolated", "the calibrated forms with "
+         "GPUs for endpoints and an NVLS engine per port (section NVLink-class parameters)"],
         ["LLM compute (roofline H200)", "**modelled only**", "published configs, datasheet"],
     ]
     head = [
         f"Command: `scin study{' ' + ' '.join(args.argv) if getattr(args, 'argv', None) else ''}` "
         f"(commit {current_commit()}; no RTL run: the model is closed-form, calibrated from "
-        f"`{cal.source}` at commits {', '.join(cal.commits)}). Times are modelled unless the "
+        f"`{cal.source}` at commits {', '.join(cal.commits)} and `{cal.compare_source or '-'}` "
+        f"at commit{'s' if len(cal.compare_commits) > 1 else ''} "
+        f"{', '.join(cal.compare_commits) or '-'}). Times are modelled unless the "
         "validation table says *RTL*. The model is `scin.sim.system_model` (closed forms and "
         "the calibration) and `scin.sim.llm` (the inference roofline).", "",
         "## What is calibrated and what is modelled", "",
         _table(["figure", "status", "from"], status, ["---", "---", "---"])]
     elapsed = time.monotonic() - started
     text = "\n\n".join(["\n".join(head), forms_section(), calibration_section(cal), validation,
-                        fabric_section(hop_s, mem_s), scale,
+                        compared, fabric_section(hop_s, mem_s), scale,
                         resources_section(cal, hop_s, mem_s, ports),
                         llm_text]) + "\n"
     text = text.replace("(commit", f"({elapsed:.1f} s, commit", 1)
     rewrite_section(doc, SECTION, text.rstrip("\n"), title=TITLE)
     print(f"wrote {doc}, {out}/latency.png, bandwidth.png, llm.png, scale.csv, llm.csv, "
-          f"validation.csv ({elapsed:.1f} s); model against RTL: {len(vrows)} points, largest "
-          f"difference {worst:.2f}%")
+          f"validation.csv{', compare_validation.csv' if crows else ''} ({elapsed:.1f} s); "
+          f"model against RTL: {len(vrows)} points, largest difference {worst:.2f}%")
+    if costed:
+        parts = []
+        for alg in ("scin-fp16", "scin-int8", "nvls", "ring"):
+            for n in sorted({int(r["endpoints"]) for r in costed if r["algorithm"] == alg}):
+                sel = [abs(r["error_pct"]) for r in costed
+                       if r["algorithm"] == alg and int(r["endpoints"]) == n]
+                parts.append(f"{alg} N={n} {max(sel):.2f}%")
+        print(f"model against RTL compare: {len(costed)} points, largest difference "
+              f"{max(abs(r['error_pct']) for r in costed):.2f}% ({'; '.join(parts)})")
     return 0
 
 

@@ -1,32 +1,40 @@
-"""Analytic models of the alternatives SCIN is compared with: NVLS and a ring All-Reduce.
+"""NVLS and ring All-Reduce on the RTL fabric, in cycles: what `scin bench` sets beside its
+measured SCIN figures.
 
-These are *models*, not simulations: they use the same link parameters as the simulated SCIN
-system (flit width, one-way latency, memory latency, 4 KiB packets with one header flit each) so
-that speedups computed from a *measured* SCIN time and a *modelled* alternative compare like for
-like. ``docs/PERFORMANCE.md`` says which figures are which. Every function returns cycles.
+These are thin wrappers of :mod:`scin.sim.system_model` (:func:`~scin.sim.system_model.nvls_time`
+and :func:`~scin.sim.system_model.ring_time`) on the fabric of a :class:`LinkModel`: one model of
+each algorithm, whose forms follow the RTL's mechanism (NCCL's NVLS kernel on the switch's NVLS
+engine, NCCL's ring on the accelerator model; docs/NVLS.md) and whose few own-cycle constants are
+fitted to ``scin compare``'s measurements (``docs/bench/compare.csv``, stored in
+``docs/bench/calibration.json``). docs/SCALE.md shows the model against every measured point; at
+the paper latency model, N = 4 and 8, 64 B to 16 MiB, they are within 2.2% of the RTL for NVLS
+(0.9% but at N = 4 from 1 MiB, where 8 ``ld_reduce`` requests per rank only just cover the round
+trip) and 0.6% for the ring. They stay
+*models*: the NVLS and ring cycle counts of the RTL itself are ``scin compare``'s
+(docs/COMPARISON.md), and ``docs/PERFORMANCE.md`` says which figures are which.
 
-NVLS (after the SCIN paper's description of NVLink SHARP): a barrier across the switch (two
-hops), then each GPU pulls its 1/N shard through ``multimem.ld_reduce`` (request to the switch,
-switch to every GPU's memory and back, reduced shard back to the GPU: four hops and one memory
-read), then pushes the reduced shard with ``multimem.st`` (two hops to every GPU), then a second
-barrier (two hops). Its links carry the reduced shard back to the GPU and then out again, so the
-bandwidth term runs at efficiency ``N / (N + 1)``.
-
-Ring: ``2 (N - 1)`` steps (reduce-scatter then all-gather); each step moves a ``1/N`` chunk to the
-neighbour through the switch (two hops), reads it from memory once, and signals the neighbour
-with a flag that follows the data on the same path.
+NVLS: two barriers (every rank's ``multimem.red`` an atomic add at every member), then each rank's
+``1/N`` shard as 1 KiB ``ld_reduce`` + ``st`` packets, ``window`` ``ld_reduce``\\ s in flight
+(``scin compare``'s 8 by default). Ring: ``2 (N - 1)`` steps of ``N`` chunks in 2 slices each,
+every slice a fenced REDUCE_SEND and a flag to the next rank. Every function returns cycles of
+the link's clock.
 """
 
 from dataclasses import dataclass
 
-__all__ = ["LinkModel", "serialisation", "nvls_cycles", "ring_cycles"]
+from .system_model import (NVLS_PACKET_BYTES, NVLS_WINDOW, RTL_FABRIC, Fabric, load_calibration,
+                           nvls_time, ring_time)
 
+__all__ = ["LinkModel", "serialisation", "nvls_cycles", "ring_cycles", "PACKET_BYTES"]
+
+#: SCIN's packet (the wave slot); :func:`serialisation` counts its header flits.
 PACKET_BYTES = 4096
 
 
 @dataclass(frozen=True)
 class LinkModel:
-    """The link parameters shared by the measured system and the models."""
+    """The link parameters shared by the measured system and the models: one-way hop and
+    memory read latencies in cycles of the link's clock, and the flit."""
     one_way_latency: int = 90
     mem_latency:     int = 40
     flit_bytes:      int = 32
@@ -34,8 +42,20 @@ class LinkModel:
     def __post_init__(self):
         for name in ("one_way_latency", "mem_latency", "flit_bytes"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
+
+    def fabric(self):
+        """The :class:`~scin.sim.system_model.Fabric` of this link: the RTL fabric (one plane,
+        the accelerator endpoints, the RTL's NVLS engine) with these latencies and flit, at the
+        RTL's clock (a cycle is a cycle whatever the clock)."""
+        hz = RTL_FABRIC.isa_clock_hz
+        return Fabric(
+            f"RTL ({self.one_way_latency}-cycle hops, {self.mem_latency}-cycle memory, "
+            f"{self.flit_bytes} B flits)", link_bytes_per_s=self.flit_bytes * hz,
+            hop_s=self.one_way_latency / hz, mem_s=self.mem_latency / hz, isa_clock_hz=hz,
+            flit_bytes=self.flit_bytes,
+            packet_bytes=max(self.flit_bytes, PACKET_BYTES // self.flit_bytes * self.flit_bytes))
 
 
 def serialisation(size, link):
@@ -46,32 +66,29 @@ def serialisation(size, link):
     return -(-size // link.flit_bytes) + packets
 
 
-def nvls_cycles(size, endpoints, link=LinkModel()):
-    """Modelled NVLS All-Reduce time for a ``size``-byte message over ``endpoints`` GPUs."""
+def nvls_cycles(size, endpoints, link=LinkModel(), window=NVLS_WINDOW, cal=None):
+    """NVLS All-Reduce of ``size`` bytes over ``endpoints`` ranks on ``link``, in cycles:
+    :func:`~scin.sim.system_model.nvls_time` with ``window`` ``ld_reduce``\\ s in flight per rank
+    (None: enough to cover the round trip) and the calibration ``cal`` (default: the committed
+    one)."""
     _check(size, endpoints)
-    L, M = link.one_way_latency, link.mem_latency
-    shard = -(-size // endpoints)
-    barrier = 2 * L
-    pull = 4 * L + M                    # ld_reduce: GPU -> switch -> memories -> switch -> GPU
-    push = 2 * L                        # st: GPU -> switch -> every GPU
-    # The GPU's link carries its reduced shard in, then out again for every other GPU's copy:
-    # (N + 1) / N of the message per link, as the paper's N/(N+1) efficiency says.
-    data = serialisation(size, link) * (endpoints + 1) / endpoints
-    first_packet = serialisation(min(shard, PACKET_BYTES), link)
-    return 2 * barrier + pull + push + data + first_packet
+    f = link.fabric()
+    packet = max(link.flit_bytes, NVLS_PACKET_BYTES // link.flit_bytes * link.flit_bytes)
+    return f.cycles(nvls_time("allreduce", size, endpoints, f, cal or load_calibration(),
+                              window=window, packet=packet))
 
 
-def ring_cycles(size, endpoints, link=LinkModel()):
-    """Modelled ring All-Reduce time: ``2 (N - 1)`` dependent steps of a ``1/N`` chunk each."""
+def ring_cycles(size, endpoints, link=LinkModel(), cal=None):
+    """NCCL's ring All-Reduce of ``size`` bytes over ``endpoints`` ranks on ``link``, in cycles:
+    :func:`~scin.sim.system_model.ring_time` with the calibration ``cal`` (default: the committed
+    one)."""
     _check(size, endpoints)
-    L, M = link.one_way_latency, link.mem_latency
-    chunk = -(-size // endpoints)
-    step = 2 * L + M + serialisation(chunk, link)
-    return 2 * (endpoints - 1) * step
+    f = link.fabric()
+    return f.cycles(ring_time("allreduce", size, endpoints, f, cal or load_calibration()))
 
 
 def _check(size, endpoints):
-    if not isinstance(endpoints, int) or endpoints < 2:
+    if not isinstance(endpoints, int) or isinstance(endpoints, bool) or endpoints < 2:
         raise ValueError(f"endpoints must be an integer of at least 2, not {endpoints!r}")
-    if size <= 0:
-        raise ValueError(f"size must be positive, not {size}")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise ValueError(f"size must be a positive integer number of bytes, not {size!r}")

@@ -1,27 +1,36 @@
 """A closed-form system model of SCIN, NVLS and ring collectives, calibrated from the RTL.
 
-Every function here is a closed form, exact for the RTL at the points ``scin bench`` measures
-(docs/SCALE.md shows each point against the model). The measured system is deterministic and
-its time is an affine function of the packets on the busiest link (docs/PERFORMANCE.md): a
-fixed part (the one-way hops, the memory read and the RTL's own cycles) plus, per 4 KiB packet,
-its payload flits, one header flit and one control flit (the per-slot ``READ`` in and
-``WRITE_RESP`` out sharing the data links). An event-driven simulation would add nothing that
-this form does not already reproduce to the cycle, so none is used.
+Every function here is a closed form (the ring's a max-plus recurrence over its ranks'
+commands), calibrated against the RTL's measurements (docs/SCALE.md shows each point against
+the model). The measured SCIN system is deterministic and its time is an affine function of the
+packets on the busiest link (docs/PERFORMANCE.md): a fixed part (the one-way hops, the memory
+read and the RTL's own cycles) plus, per 4 KiB packet, its payload flits, one header flit and
+one control flit (the per-slot ``READ`` in and ``WRITE_RESP`` out sharing the data links). An
+event-driven simulation would add nothing that this form does not already reproduce to the
+cycle, so none is used.
 
 Units: a :class:`Fabric` states its link in bytes per second and seconds; every time this module
 returns is in **seconds**. ``Fabric.cycles`` converts to the ISA's clock for the RTL fabric.
 
 What is calibrated and what is modelled
 ----------------------------------------
-* **Calibrated** (``fit_calibration``, from ``docs/bench/bench.csv``): the per-packet control
-  flits (fp16 and int8 slots), the RTL's own cycles of every operation at 4 endpoints, the cycles
-  each added level of the adder tree costs, the wave-regulation gap, the barrier and the INT8
-  store-and-forward constant. SCIN pull (fp16/bf16, INT8 INQ), ReduceScatter, AllGather,
-  Broadcast, Reduce and the barrier are these calibrated forms.
-* **Modelled only**: SCIN *push* (no RTL yet: issue 18), NVLS and ring (measured on the RTL by ``scin compare``, docs/COMPARISON.md, but not yet fitted to it: issue 17).
-  They use the same link, the same per-hop RTL overheads (the hop table of docs/PERFORMANCE.md,
-  stored in the calibration as ``hop_own``) and the same packet protocol, so that a speedup
-  compares like with like.
+* **Calibrated from ``scin bench``** (``fit_calibration``, ``docs/bench/bench.csv``): the
+  per-packet control flits (fp16 and int8 slots), the RTL's own cycles of every operation at 4
+  endpoints, the cycles each added level of the adder tree costs, the wave-regulation gap, the
+  barrier and the INT8 store-and-forward constant. SCIN pull (fp16/bf16, INT8 INQ),
+  ReduceScatter, AllGather, Broadcast, Reduce and the barrier are these calibrated forms.
+* **Calibrated from ``scin compare``** (``fit_compare``, ``docs/bench/compare.csv``): NVLS
+  (NCCL's NVLS kernel on the switch's NVLS engine) and the ring (NCCL's simple protocol on the
+  accelerator model), both measured cycle for cycle on the same RTL fabric. Their forms are the
+  RTL's mechanism (hops, the memory read, atomics served one at a time, packets and their
+  headers on each link, the engine's request unit and sequencer, the ``ld_reduce`` window, the
+  ring's fenced slices, flags and staging slots) and only four own-cycle constants are fitted
+  (:data:`COMPARE_CONSTANTS`); :func:`nvls_time` and :func:`ring_time` say how close they come.
+  ReduceScatter, AllGather, Broadcast and Reduce of NVLS and the ring are the same mechanism
+  with their own packets (modelled, not measured here).
+* **Modelled only**: SCIN *push* (no RTL yet: issue 18). It uses the same link, the same
+  per-hop RTL overheads (the hop table of docs/PERFORMANCE.md, stored in the calibration as
+  ``hop_own``) and the same packet protocol, so that a speedup compares like with like.
 
 Fabric, planes and the protocol ceiling
 ---------------------------------------
@@ -29,7 +38,11 @@ One *plane* is one switch with one link per endpoint. A fabric of ``planes`` pla
 message evenly over them (``ceil(size / planes)`` bytes each, one ISA per plane) and each plane's
 link runs at ``link_bytes_per_s / planes``; all planes finish together, so a collective takes one
 plane's time on its share. The large-message efficiency of SCIN tends to the *protocol ceiling*
-``P / (P + 1 + control)`` (``P`` payload flits per packet); NVLS's to ``N / (N + 1)`` of it.
+``P / (P + 1 + control)`` (``P`` payload flits per packet); NVLS's to :func:`nvls_ceiling`,
+``f / ((f + 2)(N + 1)/N)`` for its ``f``-flit packets. The RTL fabric's endpoints are the
+accelerator model and its NVLS engine serves one request at a time; NVLink-class fabrics
+(:func:`nvlink_fabric`) have GPUs and an engine per port (``Fabric.gpu_endpoints``,
+``Fabric.nvls_per_port``): those are limits of the RTL, not of the algorithms.
 """
 
 import csv
@@ -43,7 +56,10 @@ __all__ = ["Fabric", "RTL_FABRIC", "Calibration", "OPS", "MODES",
            "packets", "packet_flits", "scin_time", "nvls_time", "ring_time", "collective_time",
            "protocol_ceiling", "bus_bandwidth", "fit_calibration", "write_calibration",
            "load_calibration", "validate", "read_bench_csv", "CALIBRATION_PATH",
-           "nvlink_fabric", "NVLINK_HOP_S", "NVLINK_MEM_S", "NVLINK_ISA_HZ", "HOP_OWN"]
+           "nvlink_fabric", "NVLINK_HOP_S", "NVLINK_MEM_S", "NVLINK_ISA_HZ", "NVLINK_ATOMIC_S",
+           "HOP_OWN", "nvls_ceiling", "read_compare_csv", "compare_model", "fit_compare",
+           "validate_compare", "COMPARE_CONSTANTS", "COMPARE_PATH", "NVLS_PACKET_BYTES",
+           "NVLS_WINDOW", "RING_SLICES", "rtl_fabric"]
 
 #: The collectives the model knows (NCCL names; ``size`` is NCCL's per-rank count in bytes).
 OPS = ("allreduce", "reduce-scatter", "allgather", "broadcast", "reduce", "barrier")
@@ -52,11 +68,15 @@ OPS = ("allreduce", "reduce-scatter", "allgather", "broadcast", "reduce", "barri
 MODES = ("pull", "push")
 #: Where ``scin study --calibrate`` and the RTL benches keep the fitted constants.
 CALIBRATION_PATH = Path(__file__).resolve().parents[1] / "docs" / "bench" / "calibration.json"
+#: ``scin compare``'s measurements of SCIN, NVLS and the ring on the RTL fabric, which the NVLS
+#: and ring constants are fitted to.
+COMPARE_PATH = CALIBRATION_PATH.with_name("compare.csv")
 
 #: The RTL's own cycles per hop over the hop floor, from the hop table of docs/PERFORMANCE.md
 #: (``scin bench-allreduce --hops``, commit e5a3b24, and the op-hops table at 57865a9). The
-#: CSV has totals only; these split the total between hops so that push and NVLS, which use
-#: other hop sequences, can be costed from the same RTL. Their sum (39) is the fitted own time
+#: CSV has totals only; these split the total between hops so that push, which uses another
+#: hop sequence, can be costed from the same RTL (NVLS and the ring have their own constants,
+#: fitted to scin compare). Their sum (39) is the fitted own time
 #: of the pull All-Reduce plus the one cycle of the flag's floor.
 HOP_OWN = {"arrival": 6, "barrier_issue": 4, "read_request": 3, "bridge_read": 1,
            "memory_read": 1, "read_response": 3, "reduce": 13, "result_write": 3, "flag": 3,
@@ -95,6 +115,19 @@ class Fabric:
         Control flits per data packet on the busiest link (per-slot READ and WRITE_RESP); None
         takes the calibrated value (1 for the RTL's protocol; 0 is issue 18's wave-level
         requests and acknowledgements).
+    atomic_s : float or None
+        Seconds an endpoint's memory spends on each atomic add (NVLS's ``multimem.red``, the
+        ring's flags); atomics on one memory are served one at a time. None: the RTL's AXI
+        bridge, a read-modify-write of ``mem_s`` plus the calibrated ``atomic_own`` cycles.
+    gpu_endpoints : bool
+        False (the RTL): the endpoints are the accelerator model, which reads its memory through
+        one port (a ring step's addition makes one flit every two flit times) and writes its
+        own memory only through the switch (its link carries those writes both ways). True:
+        GPUs, which add at the link's rate and store their own results locally.
+    nvls_per_port : bool
+        False (the RTL): the NVLS engine takes one request at a time for the whole switch (one
+        request unit, one reduction sequencer), which bounds NVLS's packet rate. True: an
+        NVSwitch-class engine with one of each per port, so that only the links bound it.
     """
     name: str
     link_bytes_per_s: float
@@ -105,6 +138,9 @@ class Fabric:
     packet_bytes: int = 4096
     planes: int = 1
     control_flits: int | None = None
+    atomic_s: float | None = None
+    gpu_endpoints: bool = False
+    nvls_per_port: bool = False
 
     def __post_init__(self):
         for name in ("link_bytes_per_s", "hop_s", "mem_s", "isa_clock_hz"):
@@ -118,6 +154,11 @@ class Fabric:
                                                or self.control_flits < 0):
             raise ValueError(f"control_flits must be a non-negative integer or None, "
                              f"not {self.control_flits!r}")
+        if self.atomic_s is not None:
+            _check_positive("atomic_s", self.atomic_s)
+        for name in ("gpu_endpoints", "nvls_per_port"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, not {getattr(self, name)!r}")
 
     @property
     def flit_s(self):
@@ -171,6 +212,22 @@ class Calibration:
         Every fitted fixed term (commit, op, in_place, dtype, endpoints, fixed cycles, points).
     source, commits, one_way_latency, mem_latency, flit_bytes, clock_mhz, packet_bytes
         Where it was fitted from and the link the rows were measured on.
+    atomic_own : float
+        An atomic add at an endpoint's memory beyond its read (the AXI bridge's read-modify-
+        write, which serves atomics one at a time): NVLS's barrier ``red``s and the ring's
+        flags.
+    nvls_own : float
+        The RTL's own cycles of an NVLS collective beyond its hops, memory read, atomics,
+        reducer, packets and the documented command gaps (:data:`NVLS_BARRIER_OWN`,
+        :data:`NVLS_ISSUE_CYCLES`): both barriers and the data phase together.
+    ring_slice_own : float
+        A ring slice's own cycles beyond its four hops (WRITEs out, acknowledgements back) and
+        its serialization: the fence's and the accelerator's commands'.
+    ring_signal_own : float
+        A ring flag's own cycles beyond its two hops and the atomic add at the receiver.
+    compare_source, compare_commits, compare_points
+        Where the four constants above were fitted from (``scin compare``'s CSV; empty: the
+        nominal values of the event trace, docs/SCALE.md).
     """
     control_flits: int
     int8_slot_flits: int
@@ -189,6 +246,13 @@ class Calibration:
     flit_bytes: int = 32
     clock_mhz: int = 250
     packet_bytes: int = 4096
+    atomic_own: float = 7.0
+    nvls_own: float = 80.0
+    ring_slice_own: float = 10.0
+    ring_signal_own: float = 3.0
+    compare_source: str = ""
+    compare_commits: list = field(default_factory=list)
+    compare_points: int = 0
 
     def to_json(self):
         return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
@@ -390,82 +454,435 @@ def _wave_gaps(moved, f, cal, capacity, waves, control):
     return (count - 1) * excess
 
 
-# --- the alternatives (modelled) -----------------------------------------------------------------
+# --- the alternatives: NVLS and the ring as the RTL runs them (scin compare) --------------------
 
-def _hop(f, cal):
-    """One switch traversal with the RTL's own cycles in its ports and queues."""
-    return f.hop_s + cal.hop_own["result_write"] * f.isa_cycle_s
+#: NVLS's ``ld_reduce`` and ``st`` packet: the reduction-table entry of the RTL's engine
+#: (``NvlsParams.entry_bytes``), the paper's 1 KiB.
+NVLS_PACKET_BYTES = 1024
+#: ``ld_reduce``s a rank keeps in flight in ``scin compare`` (its ``--window``). NCCL's kernel
+#: keeps as many as its warps issue: the scale study leaves the window open (``window=None``).
+NVLS_WINDOW = 8
+#: The RTL's NVLS engine (hdl/nvls/): the request unit spends 3 cycles on a request (IDLE,
+#: DECODE, HEADER) and one more per payload flit it multicasts; the reduction sequencer 4 per
+#: entry (IDLE, WAIT, HEADER, FREE) and one per result flit.
+NVLS_REQUEST_CYCLES = 3
+NVLS_SEQUENCER_CYCLES = 4
+#: One NVLS barrier's own cycles beyond its 2 hops and the N atomic adds at every member, and
+#: the accelerator's cycles from an event (a flag seen, a kernel's last acknowledgement) to the
+#: next command's first packet: from the event trace of the ``scin compare`` runs (every rank
+#: sees the first barrier complete 2 x 90 + 10 + 47 N cycles after the first ``red`` leaves, at
+#: N = 4 and 8; every command leaves 5 cycles after the event before it). The rest of NVLS's
+#: own cycles is fitted (``Calibration.nvls_own``).
+NVLS_BARRIER_OWN = 10
+NVLS_ISSUE_CYCLES = 5
+#: NCCL's ring as sim/ring_allreduce.py runs it: slices per chunk (``ALLREDUCE_CHUNKSTEPS /
+#: ALLREDUCE_SLICESTEPS``) and staging slots per rank (``NCCL_STEPS / ALLREDUCE_SLICESTEPS``).
+RING_SLICES = 2
+RING_SLOTS = 4
+#: The accelerator's command processor: cycles from one event of a rank's program to the next
+#: (``done``: a REDUCE_SEND's last acknowledgement; ``flag``: a WAIT_FLAG satisfied; ``red``: a
+#: posted flag sent) when nothing else waits, from the event trace of the ring runs (SENT,
+#: FLAG and KERNEL_DONE cycles). REDUCE_SEND's adder is a two-member NvlsReducer: 2 + 4 cycles
+#: before its first sum.
+RING_GAPS = {("done", "red"): 5, ("done", "send"): 5, ("done", "wait"): 2,
+             ("flag", "red"): 3, ("flag", "send"): 5, ("flag", "wait"): 3,
+             ("red", "red"): 3, ("red", "send"): 4, ("red", "wait"): 2,
+             ("start", "red"): 0, ("start", "send"): 0, ("start", "wait"): 2}
+RING_ADDER_CYCLES = 6
 
 
-def nvls_time(op, size, endpoints, fabric=RTL_FABRIC, cal=None):
-    """Seconds NVLS takes (modelled, after the paper's Fig. 2 and Klenk et al. 2020).
+def _atomic_s(f, cal):
+    """Seconds an endpoint's memory spends on one atomic add (they queue one behind another)."""
+    return f.atomic_s if f.atomic_s is not None else f.mem_s + cal.atomic_own * f.isa_cycle_s
 
-    All-Reduce: pre-barrier through the switch (2 hops), ``multimem.ld_reduce`` of each GPU's
-    1/N shard (request to the switch, to every memory, the responses reduced in the switch, the
-    result back to the GPU: 4 hops and a memory read), ``multimem.st`` of the reduced shard to
-    every GPU (2 hops), post-barrier (2 hops). The GPU's link carries its shard in and out again,
-    so the streaming term is ``(N + 1) / N`` of the message (efficiency ``N / (N + 1)`` of the
-    protocol ceiling). ReduceScatter is the pull phase alone (each memory answers N shards),
-    AllGather and Broadcast the push phase alone, Reduce the root's pull; each between two
-    barriers. Same link, packet protocol and per-hop RTL overheads as SCIN; the GPU's own issue
-    cost (its SMs) is not modelled.
+
+def _flit_shards(size, n, flit):
+    """Every rank's share of ``size`` bytes in whole flits, the first ranks one flit more when it
+    does not divide (sim/nvls_allreduce.py's ``shards``): bytes per rank, some perhaps 0."""
+    base, extra = divmod(-(-size // flit), n)
+    return [(base + (r < extra)) * flit for r in range(n)]
+
+
+def _nvls_check(window, packet, f):
+    if window is not None and (not isinstance(window, int) or isinstance(window, bool)
+                               or window < 1):
+        raise ValueError(f"window must be a positive number of ld_reduces or None, "
+                         f"not {window!r}")
+    if not isinstance(packet, int) or isinstance(packet, bool) or packet <= 0 \
+            or packet % f.flit_bytes:
+        raise ValueError(f"packet must be a positive multiple of the {f.flit_bytes}-byte flit, "
+                         f"not {packet!r}")
+
+
+def nvls_time(op, size, endpoints, fabric=RTL_FABRIC, cal=None, window=None,
+              packet=NVLS_PACKET_BYTES):
+    """Seconds NVLS takes, as the RTL's NVLS engine and NCCL's NVLS kernels run it
+    (docs/NVLS.md; calibrated against ``scin compare``): from the last rank's first barrier
+    ``red`` to the last rank seeing the second barrier complete.
+
+    Parameters
+    ----------
+    op, size, endpoints, fabric, cal
+        As :func:`scin_time`. Broadcast (the root's ``st`` of the buffer) and Reduce (the root's
+        ``ld_reduce`` of it) have no NVLS program in the RTL; they are its AllGather and
+        ReduceScatter with one rank.
+    window : int or None
+        ``ld_reduce``\\ s in flight per rank (``scin compare --window``, 8 by default; None: as
+        many as it takes to cover the round trip).
+    packet : int
+        Bytes per ``ld_reduce`` and ``st`` (the reduction entry, 1 KiB).
+
+    The form (``L`` hop, ``M`` memory read, ``a`` an atomic add at a memory, ``c`` ISA cycle,
+    ``t`` flit time, ``f`` payload flits of a packet)::
+
+        T = (2L + b + N a) + i + D + i + (2L + b + a + (R - 1) max(0, a - d))
+
+    Two barriers: every rank's ``red`` is an atomic add at every member, served one at a time
+    (``N a``); the second one's adds arrive as the ``R`` ranks with data finish, ``d`` apart.
+    ``D`` is the data phase of the last rank: its first packet's chain (All-Reduce: the
+    ``ld_reduce``, 4 hops and a read, then its ``st`` and the acknowledgement, 4 hops; the
+    engine's reducer 2 + 4 (N - 1) cycles) and then, packet after packet of all ranks, the
+    largest of
+
+    * the links: per 1 KiB of All-Reduce, a member's link carries the ``st`` to every member
+      (f + 1 flits) and the read request (1) and, for its own 1/N of the packets, the result
+      and the acknowledgement: ``(f + 2)(N + 1)/N`` flits (0.81 of the link at N = 4);
+    * the engine (``nvls_per_port=False``): its one request unit (a ``ld_reduce`` 3 cycles, an
+      ``st`` 3 + f) and one sequencer (4 + f per result);
+    * the window: ``W`` ``ld_reduce``\\ s per rank in flight over their round trip.
+
+    With one packet per rank the packets follow one another at the engine's spacing ``d`` (the
+    sequencer's 4 + f) instead. Ranks without data (a message under N flits) go straight to the
+    second barrier, and their ``red``\\ s hold every member's memory ahead of the reads (all but
+    one of them, ``a`` each).
     """
     cal = cal or load_calibration()
     _check(op, size, endpoints)
     f = fabric
-    hop, c = _hop(f, cal), f.isa_cycle_s
-    barrier = 2 * hop + cal.hop_own["commit_poll"] * c
-    if op == "barrier":
-        return barrier
-    share = -(-size // f.planes)
-    control = _control(f, cal)
-    # The switch's reduction: the ISA's datapath cycles, one adder level more per doubling.
-    reduce = (cal.hop_own["reduce"] + cal.level_cycles * _levels(endpoints)) * c
-    mem = f.mem_s + (cal.hop_own["bridge_read"] + cal.hop_own["memory_read"]) * c
-    pull = 4 * hop + mem + reduce
-    push = 2 * hop
+    _nvls_check(window, packet, f)
     n = endpoints
+    L, M, c, t = f.hop_s, f.mem_s, f.isa_cycle_s, f.flit_s
+    a = _atomic_s(f, cal)
+    barrier = 2 * L + NVLS_BARRIER_OWN * c
+    if op == "barrier":
+        return barrier + n * a
+    share = -(-size // f.planes)
+    whole = -(-share // f.flit_bytes) * f.flit_bytes
     if op == "allreduce":
-        shard = -(-share // n)
-        stream = packet_flits(share, f, control) * (n + 1) / n
-        first = packet_flits(min(shard, f.packet_bytes), f, control)
-        return 2 * barrier + pull + push + (stream + first) * f.flit_s
-    if op == "reduce-scatter":
-        return 2 * barrier + pull + n * packet_flits(share, f, control) * f.flit_s
-    if op == "allgather":
-        return 2 * barrier + push + n * packet_flits(share, f, control) * f.flit_s
-    if op == "broadcast":
-        return 2 * barrier + push + packet_flits(share, f, control) * f.flit_s
-    return 2 * barrier + pull + packet_flits(share, f, control) * f.flit_s   # reduce
+        data = _flit_shards(share, n, f.flit_bytes)
+    elif op in ("reduce-scatter", "allgather"):
+        data = [whole] * n
+    else:
+        data = [whole] + [0] * (n - 1)
+    ranks = [d for d in data if d]
+    empty = n - len(ranks)
+    flits = min(max(ranks), packet) // f.flit_bytes
+    count = sum(-(-d // packet) for d in ranks)
+    rounds = max(-(-d // packet) for d in ranks)
+    own = cal.nvls_own - 2 * (NVLS_BARRIER_OWN + NVLS_ISSUE_CYCLES)
+    reducer = (2 + 4 * (n - 1)) * c
+    loads = op in ("allreduce", "reduce-scatter", "reduce")
+    # The accelerator writes a ReduceScatter's or Reduce's result to its own memory through the
+    # switch (its link carries it up and down); a GPU stores it locally.
+    via = 0 if f.gpu_endpoints else 1
+    if loads:
+        first = 8 * L + M + own * c + reducer + flits * t
+        # The ld_reduce's round trip, half of the chain's hops and own cycles.
+        rtt = 4 * L + M + own / 2 * c + reducer + flits * t
+    else:
+        first = 4 * L + own / 2 * c + flits * t
+        rtt = 0.0
+    if op == "allreduce":
+        link = (flits + 2) * (n + 1) / n * t
+        engine = max(2 * NVLS_REQUEST_CYCLES * c, NVLS_SEQUENCER_CYCLES * c) + flits * t
+        spacing = NVLS_SEQUENCER_CYCLES * c + flits * t
+    elif op == "reduce-scatter":
+        link = (flits + 1 + (via * (flits + 1) + 1) / n) * t
+        engine = max(NVLS_REQUEST_CYCLES * c, NVLS_SEQUENCER_CYCLES * c + flits * t)
+        spacing = NVLS_SEQUENCER_CYCLES * c + flits * t
+    elif op == "reduce":
+        link = (flits + 2 + via * (flits + 2)) * t
+        engine = max(NVLS_REQUEST_CYCLES * c, NVLS_SEQUENCER_CYCLES * c + flits * t)
+        spacing = NVLS_SEQUENCER_CYCLES * c + flits * t
+    elif op == "allgather":
+        link = (flits + 1 + 1 / n) * t
+        engine = spacing = NVLS_REQUEST_CYCLES * c + flits * t
+    else:   # broadcast
+        link = (flits + 2) * t
+        engine = spacing = NVLS_REQUEST_CYCLES * c + flits * t
+    if f.nvls_per_port:
+        engine = spacing = 0.0
+    # Within one round the packets only have to follow one another through the links' first
+    # packet; the serial engine spaces them further.
+    spacing = max(spacing, (flits + 1) * t)
+    if rounds == 1:
+        step = spacing
+    else:
+        step = max(link, engine, rtt / (len(ranks) * window) if window and loads else 0.0)
+    held = max(0, empty - 1) * a
+    data_phase = first + held + (count - 1) * step
+    last = barrier + a + (len(ranks) - 1) * max(0.0, a - spacing)
+    return (barrier + n * a) + 2 * NVLS_ISSUE_CYCLES * c + data_phase + last
+
+
+def nvls_ceiling(fabric, endpoints, packet=NVLS_PACKET_BYTES):
+    """NVLS All-Reduce's large-message efficiency bound on ``fabric``'s links: per packet of
+    ``f`` payload flits a member's link carries ``(f + 2)(N + 1)/N`` flits (its header and read
+    request or acknowledgement, and the detour of its own results), ``f / ((f + 2)(N + 1)/N)``
+    of the link: 0.753 at N = 4 and 0.837 at N = 8 for 1 KiB packets of 32 B flits."""
+    flits = packet // fabric.flit_bytes
+    return flits / ((flits + 2) * (endpoints + 1) / endpoints)
+
+
+# -- the ring -----------------------------------------------------------------------------------
+
+def _ring_program(op, share, n, flit, slices=RING_SLICES, slots=RING_SLOTS):
+    """Every rank's commands, as sim/ring_allreduce.py issues them for the All-Reduce and NCCL's
+    ring runs the other collectives (rank ``r`` sends to ``r + 1`` and receives from ``r - 1``):
+
+    * ``("wait", stream, k)``: until the ``k``-th flag of ``stream`` (``"tail"``: a slice
+      received; ``"head"``: a staging slot returned) has been added to this rank's memory;
+    * ``("send", kind, bytes)``: a REDUCE_SEND, fenced: ``copy``, ``reduce`` (plus the slice
+      received), ``reduce+local`` (and the sum over its own data too), ``copy+local``,
+      ``local-reduce`` (the sum to its own memory only);
+    * ``("red", stream)``: a flag to the next rank (``tail``) or a slot back to the previous
+      one (``head``), posted.
+    """
+    def parts(size):
+        base, extra = divmod(-(-size // flit), n)
+        out, at = [], 0
+        for k in range(n):
+            end = min(at + (base + (k < extra)) * flit, size)
+            out.append(end - at)
+            at = end
+        return out
+
+    def cut(nbytes):
+        if not nbytes:
+            return [0] * slices
+        base, extra = divmod(-(-nbytes // flit), slices)
+        out, at = [], 0
+        for k in range(slices):
+            end = min(at + (base + (k < extra)) * flit, nbytes)
+            out.append(end - at)
+            at = end
+        return out
+
+    programs = []
+    if op == "allreduce":
+        chunk = [cut(b) for b in parts(share)]
+        staged = (n - 1) * slices
+        for r in range(n):
+            cmds, got, sent, used = [], 0, 0, 0
+            for step in range(2 * n - 1):
+                if step < n:
+                    c = (r - 1 - step) % n
+                else:
+                    c = (r - (step - n + 1)) % n if step < 2 * n - 2 else (r + 1) % n
+                for nbytes in chunk[c]:
+                    if step:
+                        got += 1
+                        cmds.append(("wait", "tail", got))
+                    if step == 2 * n - 2:
+                        continue
+                    if step < n - 1:
+                        if sent >= slots:
+                            cmds.append(("wait", "head", sent - slots + 1))
+                        sent += 1
+                    if nbytes:
+                        kind = ("copy" if step == 0 or step >= n else
+                                "reduce+local" if step == n - 1 else "reduce")
+                        cmds.append(("send", kind, nbytes))
+                    cmds.append(("red", "tail"))
+                    if 1 <= step <= n - 1:
+                        if used + slots < staged:
+                            cmds.append(("red", "head"))
+                        used += 1
+            programs.append(cmds)
+        return programs
+    if op in ("reduce-scatter", "allgather"):
+        # Chunks of ``share`` bytes (NCCL's recvcount / sendcount), N - 1 steps each way.
+        pieces = cut(share)
+        staged = (n - 1) * slices
+        for r in range(n):
+            cmds, got, sent, used = [], 0, 0, 0
+            for step in range(n):
+                for nbytes in pieces:
+                    if step:
+                        got += 1
+                        cmds.append(("wait", "tail", got))
+                    if op == "allgather":
+                        if step == n - 1:
+                            continue
+                        if nbytes:
+                            cmds.append(("send", "copy+local" if step == 0 else "copy", nbytes))
+                        cmds.append(("red", "tail"))
+                        continue
+                    if step < n - 1:
+                        if sent >= slots:
+                            cmds.append(("wait", "head", sent - slots + 1))
+                        sent += 1
+                        if nbytes:
+                            cmds.append(("send", "copy" if step == 0 else "reduce", nbytes))
+                        cmds.append(("red", "tail"))
+                    elif nbytes:
+                        cmds.append(("send", "local-reduce", nbytes))
+                    if step >= 1:
+                        if used + slots < staged:
+                            cmds.append(("red", "head"))
+                        used += 1
+            programs.append(cmds)
+        return programs
+    # Broadcast from rank 0 along 0 -> 1 -> ... -> N-1, Reduce to rank 0 along 1 -> ... -> 0:
+    # the buffer in N chunks of slices (the All-Reduce's granularity), pipelined down the chain.
+    pieces = [p for b in parts(share) for p in cut(b)]
+    order = list(range(n)) if op == "broadcast" else [(k + 1) % n for k in range(n)]
+    position = {rank: k for k, rank in enumerate(order)}
+    staged = len(pieces)
+    for r in range(n):
+        k = position[r]
+        cmds, got, sent, used = [], 0, 0, 0
+        for nbytes in pieces:
+            if k:
+                got += 1
+                cmds.append(("wait", "tail", got))
+            if k == n - 1:
+                if op == "reduce" and nbytes:
+                    cmds.append(("send", "local-reduce", nbytes))
+            else:
+                if op == "reduce":
+                    if sent >= slots:
+                        cmds.append(("wait", "head", sent - slots + 1))
+                    sent += 1
+                if nbytes:
+                    cmds.append(("send", "copy" if op == "broadcast" or not k else "reduce",
+                                 nbytes))
+                cmds.append(("red", "tail"))
+            if op == "reduce" and k:
+                if used + slots < staged:
+                    cmds.append(("red", "head"))
+                used += 1
+        programs.append(cmds)
+    return programs
+
+
+def _ring_send(kind, nbytes, f, cal):
+    """``(seconds, link flits)`` of one REDUCE_SEND's packets before its fence, and whether it
+    crosses the link (a local-only one does not on a GPU)."""
+    t, c = f.flit_s, f.isa_cycle_s
+    full, rest = divmod(nbytes, f.packet_bytes)
+    data = -(-nbytes // f.flit_bytes)
+    link = data + full + (1 if rest else 0)           # payload and a header per packet
+    adder = RING_ADDER_CYCLES * c
+    if f.gpu_endpoints:
+        # A GPU adds at the link's rate and stores its own copy locally.
+        return (data * t if kind == "local-reduce" else link * t), link
+    if kind == "copy":
+        return link * t, link
+    if kind == "copy+local":
+        return 2 * link * t, link
+    if kind in ("reduce", "local-reduce"):
+        # One local read port: two reads per result flit; the header rides in the gap.
+        return 2 * data * t + adder, link
+    # reduce+local: each packet's sums to the next rank, then sent again to itself.
+    return 3 * data * t + adder, link
 
 
 def ring_time(op, size, endpoints, fabric=RTL_FABRIC, cal=None):
-    """Seconds a ring takes through the switch (modelled): ``2 (N - 1)`` dependent steps for
-    All-Reduce, ``N - 1`` for ReduceScatter and AllGather; each step moves one chunk to the
-    neighbour (2 hops), reads it from memory once and signals with a flag behind the data.
-    Broadcast and Reduce: a pipelined chain of ``N - 1`` steps of the whole buffer."""
+    """Seconds NCCL's ring takes through the switch (simple protocol), as sim/ring_allreduce.py
+    runs the All-Reduce on the RTL fabric (calibrated against ``scin compare``): from the first
+    packet to the last rank seeing its last slice's flag.
+
+    The message (All-Reduce) is cut in ``N`` chunks of ``RING_SLICES`` slices; ``2 (N - 1)``
+    steps (ReduceScatter and AllGather ``N - 1``; Broadcast and Reduce a chain of ``N - 1``
+    ranks, pipelined slice by slice). A slice is one REDUCE_SEND, fenced (every WRITE
+    acknowledged), then a flag (an atomic add) on the next rank's memory::
+
+        slice = 4L + s + max(body, hold + link flits)   (hold: only behind a flag to that memory)
+        flag seen = sent + 2L + a + g
+
+    ``body`` is the slice's packets: a copy one flit per flit time plus a header per 4 KiB; the
+    accelerator's addition two flit times per result flit (one local read port), and the final
+    reduction of the All-Reduce sends its result again to its own memory, through the switch
+    (GPUs, ``gpu_endpoints``: all at the link's rate, local copies local). A WRITE right behind a
+    flag to the same memory waits for the atomic's read (the bridge holds writes meanwhile). A
+    rank waits for the previous rank's flag of a slice and, reusing a staging slot, for the
+    next rank to have returned it; the rest is the accelerator's command cycles
+    (:data:`RING_GAPS`). ``s``, ``g`` and the atomic are calibrated. The ranks' programs are
+    followed event by event (a max-plus recurrence over at most ``N x 4N`` commands), so
+    empty and unequal slices of small messages cost what they cost in the RTL.
+    """
     cal = cal or load_calibration()
     _check(op, size, endpoints)
     if op == "barrier":
         raise ValueError("a ring has no barrier of its own; use op='allreduce' of one element")
     f = fabric
-    share = -(-size // f.planes)
     n = endpoints
-    control = _control(f, cal)
-    hop = _hop(f, cal)
-    mem = f.mem_s + (cal.hop_own["bridge_read"] + cal.hop_own["memory_read"]) * f.isa_cycle_s
-
-    def step(chunk):
-        return 2 * hop + mem + packet_flits(chunk, f, control) * f.flit_s
-
-    if op == "allreduce":
-        return 2 * (n - 1) * step(-(-share // n))
-    if op in ("reduce-scatter", "allgather"):
-        return (n - 1) * step(share)
-    # A chain pipelined packet by packet: N - 1 steps of the first packet, then the rest.
-    first = min(share, f.packet_bytes)
-    return (n - 1) * step(first) + (packet_flits(share, f, control)
-                                    - packet_flits(first, f, control)) * f.flit_s
+    share = -(-size // f.planes)
+    L, c = f.hop_s, f.isa_cycle_s
+    a = _atomic_s(f, cal)
+    hold = max(0.0, a - cal.atomic_own * c)
+    signal = 2 * L + a + cal.ring_signal_own * c - a   # to the atomic's start at the receiver
+    programs = _ring_program(op, share, n, f.flit_bytes)
+    # Gaps by (previous event, next command), in seconds; events: 0 start, 1 done, 2 flag, 3 red.
+    events = ("start", "done", "flag", "red")
+    gap = [[RING_GAPS[(e, k)] * c for k in ("wait", "send", "red")] for e in events]
+    sends = {}
+    t = f.flit_s
+    base = cal.ring_slice_own * c
+    tail = [[] for _ in range(n)]                      # when each flag became visible at rank r
+    head = [[] for _ in range(n)]
+    now = [0.0] * n
+    last = [0] * n
+    last_flag = [-math.inf] * n                        # when rank r last flagged rank r + 1
+    pc = [0] * n
+    moved = True
+    while moved:
+        moved = False
+        for r in range(n):
+            cmds, k, clock, prev = programs[r], pc[r], now[r], last[r]
+            while k < len(cmds):
+                cmd = cmds[k]
+                what = cmd[0]
+                if what == "wait":
+                    flags = tail[r] if cmd[1] == "tail" else head[r]
+                    if len(flags) < cmd[2]:
+                        break
+                    clock = max(clock + gap[prev][0], flags[cmd[2] - 1])
+                    prev = 2
+                elif what == "send":
+                    key = (cmd[1], cmd[2])
+                    if key not in sends:
+                        body, link = _ring_send(cmd[1], cmd[2], f, cal)
+                        local = cmd[1] == "local-reduce"
+                        hops = 0.0 if local and f.gpu_endpoints else 4 * L
+                        sends[key] = (body, link * t, hops + base, local)
+                    body, link, fixed, local = sends[key]
+                    start = clock + gap[prev][1]
+                    if not local and start - last_flag[r] < a:
+                        # Right behind its flag to the same memory: the WRITEs wait for the
+                        # atomic's read there, then drain at the link's rate.
+                        body = max(body, hold + link)
+                    clock = start + fixed + body
+                    prev = 1
+                else:
+                    clock += gap[prev][2]
+                    prev = 3
+                    if cmd[1] == "tail":
+                        last_flag[r] = clock
+                        flags = tail[(r + 1) % n]
+                    else:
+                        flags = head[(r - 1) % n]
+                    # Flags from one sender reach a memory in order; each waits for the one
+                    # before it (the bridge serves atomics one at a time).
+                    flags.append(max(clock + signal, flags[-1] if flags else 0.0) + a)
+                k += 1
+            if k != pc[r]:
+                pc[r], now[r], last[r] = k, clock, prev
+                moved = True
+    if any(pc[r] < len(programs[r]) for r in range(n)):
+        raise RuntimeError("ring schedule deadlocked (a staging slot never returned)")
+    return max(now)
 
 
 def collective_time(system, op, size, endpoints, fabric=RTL_FABRIC, cal=None, dtype="fp16"):
@@ -545,15 +962,16 @@ def _slope(points):
 
 
 def fit_calibration(rows, source="", one_way_latency=90, mem_latency=40, flit_bytes=32,
-                    clock_mhz=250, packet_bytes=4096):
+                    clock_mhz=250, packet_bytes=4096, compare=None, compare_source=""):
     """Fit a :class:`Calibration` to measured ``rows`` (``read_bench_csv``) taken on a link of
-    the given latencies (cycles), flit and packet size.
+    the given latencies (cycles), flit and packet size, and its NVLS and ring constants to the
+    ``scin compare`` rows ``compare`` (:func:`read_compare_csv`; None: the nominal values).
 
     The per-packet link cost is the slope of cycles against packets of the fp16 (and int8)
     All-Reduce rows of 4 KiB and more, rounded to whole flits (a link moves whole flits). Then,
     for each (commit, op, in_place, dtype, endpoints), the fixed part is the median of cycles
     less the size-dependent part. The per-level cost is the difference of 8 and 4 endpoints at
-    one commit; the wave gap comes from the one-wave rows.
+    one commit; the wave gap comes from the one-wave rows. NVLS and ring: :func:`fit_compare`.
     """
     f = Fabric("fit", link_bytes_per_s=flit_bytes * clock_mhz * 1e6,
                hop_s=one_way_latency / (clock_mhz * 1e6), mem_s=mem_latency / (clock_mhz * 1e6),
@@ -641,7 +1059,7 @@ def fit_calibration(rows, source="", one_way_latency=90, mem_latency=40, flit_by
     single = [statistics.median(v) - fixed[k] for k, v in singles.items() if k in fixed]
     int8_single = statistics.median(single) if single else 0.0
     commits = list(dict.fromkeys(str(r.get("commit", "")) for r in rows))
-    return Calibration(
+    cal = Calibration(
         control_flits=control, int8_slot_flits=int8_slot,
         own={k: round(v, 3) for k, v in sorted(own.items())}, int8_own=round(int8_own, 3),
         level_cycles=round(level_cycles, 3), wave_gap_own=round(wave_gap_own, 3),
@@ -652,18 +1070,31 @@ def fit_calibration(rows, source="", one_way_latency=90, mem_latency=40, flit_by
         source=source, commits=commits, one_way_latency=one_way_latency,
         mem_latency=mem_latency, flit_bytes=flit_bytes, clock_mhz=clock_mhz,
         packet_bytes=packet_bytes)
+    return fit_compare(compare, cal, compare_source) if compare else cal
 
 
-def write_calibration(bench_csv, out=CALIBRATION_PATH):
-    """Fit the calibration to ``bench_csv`` and write it as JSON to ``out``; return it. The RTL
+def _source_name(path, out):
+    """``path`` relative to the tree that holds ``out``'s docs/bench/ (the calibration's usual
+    place), else as given."""
+    path = Path(path)
+    try:
+        return path.resolve().relative_to(Path(out).resolve().parents[2]).as_posix()
+    except (ValueError, IndexError):
+        return path.as_posix()
+
+
+def write_calibration(bench_csv, out=CALIBRATION_PATH, compare_csv=None):
+    """Fit the calibration to ``bench_csv`` and ``compare_csv`` (None: the ``compare.csv``
+    beside ``bench_csv``, if there is one) and write it as JSON to ``out``; return it. The RTL
     benches call this after writing their CSV (``scin study --calibrate`` does the same)."""
     bench_csv = Path(bench_csv)
-    try:
-        # Relative to the tree that holds docs/bench/ (the calibration's usual place).
-        source = bench_csv.resolve().relative_to(Path(out).resolve().parents[2]).as_posix()
-    except (ValueError, IndexError):
-        source = bench_csv.as_posix()
-    cal = fit_calibration(read_bench_csv(bench_csv), source=source)
+    if compare_csv is None:
+        compare_csv = bench_csv.with_name("compare.csv")
+        compare_csv = compare_csv if compare_csv.exists() else None
+    compare = read_compare_csv(compare_csv) if compare_csv is not None else None
+    cal = fit_calibration(read_bench_csv(bench_csv), source=_source_name(bench_csv, out),
+                          compare=compare,
+                          compare_source=_source_name(compare_csv, out) if compare else "")
     Path(out).write_text(cal.to_json())
     return cal
 
@@ -715,6 +1146,141 @@ def validate(rows, cal):
     return out
 
 
+# --- calibration of NVLS and the ring from scin compare ---------------------------------------
+
+#: The constants :func:`fit_compare` fits, with the nominal values of the event trace.
+COMPARE_CONSTANTS = ("atomic_own", "nvls_own", "ring_slice_own", "ring_signal_own")
+#: ``scin compare``'s algorithms: what each is in this model.
+COMPARE_ALGORITHMS = ("scin-fp16", "scin-int8", "nvls", "ring")
+
+
+def read_compare_csv(path):
+    """The rows of a ``compare.csv`` (``scin compare``) as dicts, numbers as numbers; rows
+    without an ``op`` column are All-Reduces."""
+    def num(v):
+        for kind in (int, float):
+            try:
+                return kind(v)
+            except ValueError:
+                pass
+        return v
+    with open(path, newline="") as f:
+        rows = [{"op": "allreduce", **{k: num(v) for k, v in r.items() if v != ""}}
+                for r in csv.DictReader(f)]
+    for k, row in enumerate(rows, 2):
+        for key in ("algorithm", "endpoints", "size", "cycles"):
+            if key not in row:
+                raise ValueError(f"{path}: line {k} has no {key!r}")
+        if row["algorithm"] not in COMPARE_ALGORITHMS:
+            raise ValueError(f"{path}: line {k}: algorithm must be one of "
+                             f"{', '.join(COMPARE_ALGORITHMS)}, not {row['algorithm']!r}")
+    return rows
+
+
+def rtl_fabric(cal):
+    """The RTL fabric of the calibration's link (the paper latency model by default)."""
+    hz = cal.clock_mhz * 1e6
+    return replace(RTL_FABRIC, link_bytes_per_s=cal.flit_bytes * hz,
+                   hop_s=cal.one_way_latency / hz, mem_s=cal.mem_latency / hz, isa_clock_hz=hz,
+                   flit_bytes=cal.flit_bytes, packet_bytes=cal.packet_bytes)
+
+
+def compare_model(row, cal):
+    """The modelled cycles of one ``scin compare`` row on the RTL fabric of ``cal``: SCIN rows
+    from :func:`scin_time` (the calibrated form), NVLS from :func:`nvls_time` with the row's
+    window, ring from :func:`ring_time`."""
+    f = rtl_fabric(cal)
+    op, size, n = row.get("op", "allreduce"), int(row["size"]), int(row["endpoints"])
+    algorithm = row["algorithm"]
+    if algorithm == "nvls":
+        window = row.get("window")
+        t = nvls_time(op, size, n, f, cal, window=int(window) if window else NVLS_WINDOW)
+    elif algorithm == "ring":
+        t = ring_time(op, size, n, f, cal)
+    elif algorithm in ("scin-fp16", "scin-int8"):
+        t = scin_time(op, size, n, f, cal, algorithm.split("-")[1])
+    else:
+        raise ValueError(f"algorithm must be one of {', '.join(COMPARE_ALGORITHMS)}, "
+                         f"not {algorithm!r}")
+    return t * f.isa_clock_hz
+
+
+def fit_compare(rows, cal, source=""):
+    """``cal`` with :data:`COMPARE_CONSTANTS` fitted to the NVLS and ring rows of ``scin
+    compare`` (:func:`read_compare_csv`): least squares of the relative differences, by
+    Gauss-Newton (the model is piecewise linear in the four). The rest of each form is the
+    RTL's mechanism (hops, memory, packets, the engine's and the accelerator's cycles); nothing
+    is fitted per point. Constants with no rows to fit them keep their value.
+
+    Raises
+    ------
+    ValueError
+        No NVLS or ring row to fit.
+    """
+    fitted = [r for r in rows if r["algorithm"] in ("nvls", "ring")]
+    if not fitted:
+        raise ValueError("the compare rows have no nvls or ring point to fit")
+    used = {"atomic_own": True,
+            "nvls_own": any(r["algorithm"] == "nvls" for r in fitted),
+            "ring_slice_own": any(r["algorithm"] == "ring" for r in fitted),
+            "ring_signal_own": any(r["algorithm"] == "ring" for r in fitted)}
+    names = [k for k in COMPARE_CONSTANTS if used[k]]
+    p = [float(getattr(cal, k)) for k in names]
+
+    def residuals(values):
+        c = replace(cal, **dict(zip(names, values)))
+        return [(compare_model(r, c) - r["cycles"]) / r["cycles"] for r in fitted]
+
+    for _ in range(20):
+        r0 = residuals(p)
+        # Forward differences of one cycle: the constants are cycles of the RTL.
+        jac = []
+        for k in range(len(p)):
+            q = list(p)
+            q[k] += 1.0
+            jac.append([b - a for a, b in zip(r0, residuals(q))])
+        normal = [[sum(x * y for x, y in zip(jac[i], jac[j])) for j in range(len(p))]
+                  for i in range(len(p))]
+        rhs = [-sum(x * y for x, y in zip(jac[i], r0)) for i in range(len(p))]
+        step = _solve(normal, rhs)
+        p = [a + b for a, b in zip(p, step)]
+        if max(abs(x) for x in step) < 1e-3:
+            break
+    commits = list(dict.fromkeys(str(r.get("commit", "")) for r in rows if r.get("commit")))
+    return replace(cal, **{k: round(v, 2) for k, v in zip(names, p)}, compare_source=source,
+                   compare_commits=commits, compare_points=len(fitted))
+
+
+def _solve(a, b):
+    """``x`` with ``a x = b`` (a small symmetric system; a singular direction is left at 0)."""
+    n = len(b)
+    m = [row[:] + [v] for row, v in zip(a, b)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda i: abs(m[i][col]))
+        if abs(m[pivot][col]) < 1e-18:
+            continue
+        m[col], m[pivot] = m[pivot], m[col]
+        for i in range(n):
+            if i != col:
+                k = m[i][col] / m[col][col]
+                m[i] = [x - k * y for x, y in zip(m[i], m[col])]
+    return [m[i][n] / m[i][i] if abs(m[i][i]) >= 1e-18 else 0.0 for i in range(n)]
+
+
+def validate_compare(rows, cal):
+    """Model against RTL for every ``scin compare`` row: the row's keys plus ``model`` (cycles)
+    and ``error_pct`` (model against measured, percent); both None for a row the model has no
+    form for (SCIN INQ of another collective than the All-Reduce)."""
+    out = []
+    for r in rows:
+        if r["algorithm"] == "scin-int8" and r.get("op", "allreduce") != "allreduce":
+            out.append({**r, "model": None, "error_pct": None})
+            continue
+        model = compare_model(r, cal)
+        out.append({**r, "model": model, "error_pct": 100 * (model - r["cycles"]) / r["cycles"]})
+    return out
+
+
 # --- NVLink-class fabrics (the scale study's parameters; docs/SCALE.md states them) ------------
 
 #: One-way GPU-to-switch latency of the scale study: the SCIN paper's measured endpoint-to-switch
@@ -726,20 +1292,28 @@ NVLINK_HOP_S = 360e-9
 NVLINK_MEM_S = 500e-9
 #: The clock of an ASIC ISA (its own cycles): an assumption.
 NVLINK_ISA_HZ = 1e9
+#: A GPU's memory serving one atomic add to a word (NVLS's barrier ``red``s, the ring's flags),
+#: the adds to one word one after another: an assumption of the order of a same-address atomic
+#: at a GPU's L2 (the RTL's AXI bridge takes a 160 ns read-modify-write for each).
+NVLINK_ATOMIC_S = 2e-9
 
 
 def nvlink_fabric(generation, planes, name=None, hop_s=NVLINK_HOP_S, mem_s=NVLINK_MEM_S,
-                  isa_clock_hz=NVLINK_ISA_HZ, control_flits=None):
+                  isa_clock_hz=NVLINK_ISA_HZ, control_flits=None, atomic_s=NVLINK_ATOMIC_S):
     """An NVLink-class fabric of ``planes`` planes, each one NVLink per GPU.
 
     ``generation`` 4: NVLink 4 (H100/H200), 25 GB/s per link and direction, 18 links per GPU
     (900 GB/s bidirectional per GPU; NVIDIA H100/H200 datasheets); 5: NVLink 5 (Blackwell),
     50 GB/s per link and direction, 18 links per GPU (1.8 TB/s per GPU; NVIDIA GB200 NVL72,
     whose 18 NVLink Switch chips of 72 ports each give one link from every GPU to every chip).
+    The endpoints are GPUs (``gpu_endpoints``) and the NVLS engine serves every port at once
+    (``nvls_per_port``): the RTL's accelerator model and one-request-at-a-time engine are
+    limits of this RTL, not of NVLink (docs/SCALE.md).
     """
     per_link = {4: 25e9, 5: 50e9}.get(generation)
     if per_link is None:
         raise ValueError(f"generation must be 4 or 5, not {generation!r}")
     _check_positive("planes", planes, int)
     return Fabric(name or f"NVLink {generation}, {planes} plane(s)", per_link * planes, hop_s,
-                  mem_s, isa_clock_hz, planes=planes, control_flits=control_flits)
+                  mem_s, isa_clock_hz, planes=planes, control_flits=control_flits,
+                  atomic_s=atomic_s, gpu_endpoints=True, nvls_per_port=True)
