@@ -648,25 +648,21 @@ def _ring_program(op, share, n, flit, slices=RING_SLICES, slots=RING_SLOTS):
     * ``("red", stream)``: a flag to the next rank (``tail``) or a slot back to the previous
       one (``head``), posted.
     """
-    def parts(size):
-        base, extra = divmod(-(-size // flit), n)
+    def split(nbytes, pieces):
+        """``nbytes`` in ``pieces`` runs of whole flits, the first ones a flit longer."""
+        base, extra = divmod(-(-nbytes // flit), pieces)
         out, at = [], 0
-        for k in range(n):
-            end = min(at + (base + (k < extra)) * flit, size)
-            out.append(end - at)
-            at = end
-        return out
-
-    def cut(nbytes):
-        if not nbytes:
-            return [0] * slices
-        base, extra = divmod(-(-nbytes // flit), slices)
-        out, at = [], 0
-        for k in range(slices):
+        for k in range(pieces):
             end = min(at + (base + (k < extra)) * flit, nbytes)
             out.append(end - at)
             at = end
         return out
+
+    def parts(size):
+        return split(size, n)
+
+    def cut(nbytes):
+        return split(nbytes, slices) if nbytes else [0] * slices
 
     programs = []
     if op == "allreduce":
@@ -905,9 +901,9 @@ def collective_time(system, op, size, endpoints, fabric=RTL_FABRIC, cal=None, dt
 
 # --- calibration from the bench CSV ------------------------------------------------------------
 
-def read_bench_csv(path):
-    """The rows of a ``bench.csv`` (``scin bench``) as dicts, numbers as numbers; rows written
-    before the op axis existed are All-Reduces."""
+def _read_csv(path, defaults, required):
+    """The rows of a CSV as dicts, numbers as numbers, ``defaults`` under each row's own fields
+    (columns a CSV written before them lacks); a row without one of ``required`` is an error."""
     def num(v):
         for kind in (int, float):
             try:
@@ -916,13 +912,20 @@ def read_bench_csv(path):
                 pass
         return v
     with open(path, newline="") as f:
-        rows = [{"op": "allreduce", "in_place": 0, "root": 0,
-                 **{k: num(v) for k, v in r.items() if v != ""}} for r in csv.DictReader(f)]
+        rows = [{**defaults, **{k: num(v) for k, v in r.items() if v != ""}}
+                for r in csv.DictReader(f)]
     for k, row in enumerate(rows, 2):
-        for key in ("part", "op", "dtype", "size", "endpoints", "cycles"):
+        for key in required:
             if key not in row:
                 raise ValueError(f"{path}: line {k} has no {key!r}")
     return rows
+
+
+def read_bench_csv(path):
+    """The rows of a ``bench.csv`` (``scin bench``) as dicts, numbers as numbers; rows written
+    before the op axis existed are All-Reduces."""
+    return _read_csv(path, {"op": "allreduce", "in_place": 0, "root": 0},
+                     ("part", "op", "dtype", "size", "endpoints", "cycles"))
 
 
 def _variable_cycles(row, f, control, int8_slot):
@@ -1157,20 +1160,8 @@ COMPARE_ALGORITHMS = ("scin-fp16", "scin-int8", "nvls", "ring")
 def read_compare_csv(path):
     """The rows of a ``compare.csv`` (``scin compare``) as dicts, numbers as numbers; rows
     without an ``op`` column are All-Reduces."""
-    def num(v):
-        for kind in (int, float):
-            try:
-                return kind(v)
-            except ValueError:
-                pass
-        return v
-    with open(path, newline="") as f:
-        rows = [{"op": "allreduce", **{k: num(v) for k, v in r.items() if v != ""}}
-                for r in csv.DictReader(f)]
+    rows = _read_csv(path, {"op": "allreduce"}, ("algorithm", "endpoints", "size", "cycles"))
     for k, row in enumerate(rows, 2):
-        for key in ("algorithm", "endpoints", "size", "cycles"):
-            if key not in row:
-                raise ValueError(f"{path}: line {k} has no {key!r}")
         if row["algorithm"] not in COMPARE_ALGORITHMS:
             raise ValueError(f"{path}: line {k}: algorithm must be one of "
                              f"{', '.join(COMPARE_ALGORITHMS)}, not {row['algorithm']!r}")
