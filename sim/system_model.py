@@ -58,7 +58,7 @@ __all__ = ["Fabric", "RTL_FABRIC", "Calibration", "OPS", "MODES",
            "load_calibration", "validate", "read_bench_csv", "CALIBRATION_PATH",
            "nvlink_fabric", "NVLINK_HOP_S", "NVLINK_MEM_S", "NVLINK_ISA_HZ", "NVLINK_ATOMIC_S",
            "HOP_OWN", "nvls_ceiling", "read_compare_csv", "compare_model", "fit_compare",
-           "validate_compare", "COMPARE_CONSTANTS", "COMPARE_PATH", "NVLS_PACKET_BYTES",
+           "validate_compare", "compare_modelled", "COMPARE_CONSTANTS", "COMPARE_PATH", "NVLS_PACKET_BYTES",
            "NVLS_WINDOW", "RING_SLICES", "rtl_fabric"]
 
 #: The collectives the model knows (NCCL names; ``size`` is NCCL's per-rank count in bytes).
@@ -1258,13 +1258,19 @@ def _solve(a, b):
     return [m[i][n] / m[i][i] if abs(m[i][i]) >= 1e-18 else 0.0 for i in range(n)]
 
 
+def compare_modelled(row):
+    """Whether the model has a form for a ``scin compare`` row (not for SCIN INQ of another
+    collective than the All-Reduce)."""
+    return not (row["algorithm"] == "scin-int8" and row.get("op", "allreduce") != "allreduce")
+
+
 def validate_compare(rows, cal):
     """Model against RTL for every ``scin compare`` row: the row's keys plus ``model`` (cycles)
     and ``error_pct`` (model against measured, percent); both None for a row the model has no
     form for (SCIN INQ of another collective than the All-Reduce)."""
     out = []
     for r in rows:
-        if r["algorithm"] == "scin-int8" and r.get("op", "allreduce") != "allreduce":
+        if not compare_modelled(r):
             out.append({**r, "model": None, "error_pct": None})
             continue
         model = compare_model(r, cal)
