@@ -23,7 +23,8 @@ from . import numerics
 from .nvls import nvls_reduce
 
 
-__all__ = ["NvlsAllReduce", "program", "possible_results", "exact_inputs", "run_nvls_allreduce",
+__all__ = ["NvlsAllReduce", "program", "possible_results", "some_order", "golden", "exact_inputs",
+           "run_nvls_allreduce",
            "shards", "packets", "barrier", "latency", "worst_status", "check_parameters",
            "check_packet", "page_up", "BARRIER_TAGS", "DATA_TAG", "MAX_WINDOW"]
 
@@ -191,6 +192,20 @@ def possible_results(inputs, dtype, offset, length):
                      for o in itertools.permutations(range(len(rows)))])
 
 
+def some_order(inputs, dtype, offset, length, got):
+    """Whether ``got`` (uint16 elements) is the reduction of ``inputs[:, offset:offset+length]``
+    (bytes) in some arrival order: the check of one ld_reduce packet."""
+    return bool((possible_results(inputs, dtype, offset, length) == got).all(axis=1).any())
+
+
+def golden(op, dtype, inputs):
+    """The golden model's result of every rank for ``inputs`` (uint16 bit patterns, one row per
+    rank): uint16 rows in rank order."""
+    typed = inputs.view(np.float16) if dtype == "fp16" else inputs
+    return [np.asarray(res.out).view(np.uint16).reshape(-1)
+            for res in numerics.collective(op, dtype, typed)]
+
+
 def run_nvls_allreduce(cfg, hw, *, inputs=None, sim="verilator", seed=1, log=print):
     """Run one NVLS All-Reduce; return a report: ``cycles``, ``match`` (every rank's buffer is
     the same, and every packet is the golden model's for some arrival order or, with
@@ -212,9 +227,8 @@ def run_nvls_allreduce(cfg, hw, *, inputs=None, sim="verilator", seed=1, log=pri
     images = [np.frombuffer(out["images"][r], np.uint16) for r in range(n)]
     same = all(np.array_equal(images[0], im) for im in images[1:])
     if exact:
-        typed = inputs.view(np.float16) if cfg.dtype == "fp16" else inputs
-        want = np.asarray(numerics.collective("allreduce", cfg.dtype, typed)[0].out).view(np.uint16)
-        good = same and np.array_equal(images[0], want.reshape(-1)[:images[0].size])
+        want = golden("allreduce", cfg.dtype, inputs)[0]
+        good = same and np.array_equal(images[0], want[:images[0].size])
     else:
         good = same and _each_packet_possible(inputs, images[0], cfg, hw, f.flit_bytes)
     status = worst_status(ev, range(n))
@@ -233,6 +247,6 @@ def _each_packet_possible(inputs, image, cfg, hw, flit):
             for k in range(count):
                 a = off + at + k * length
                 got = image[a // 2:(a + length) // 2]
-                if not (possible_results(inputs, cfg.dtype, a, length) == got).all(axis=1).any():
+                if not some_order(inputs, cfg.dtype, a, length, got):
                     return False
     return True

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from scin.hdl.packet import FabricParams
-from scin.sim.nvls_allreduce import NvlsAllReduce, packets, run_nvls_allreduce
+from scin.sim.nvls_allreduce import NvlsAllReduce, golden, packets, run_nvls_allreduce
 from scin.sim.nvls_collectives import (NvlsCollective, check_images, layout, make_inputs,
-                                       program, run_nvls_collective, _golden, _loads)
+                                       program, run_nvls_collective, _loads)
 from scin.sim.nvls_run import NvlsSystem
 from scin.tb.simulators import needs_icarus
 
@@ -105,14 +105,14 @@ def _images(cfg, ranks, inputs, loads):
     check_images: loads, each member's golden result and its flag word at 2N."""
     n = len(ranks)
     other, flag = layout(cfg, n)
-    golden = _golden(cfg, inputs)
+    results = golden(cfg.op, cfg.dtype, inputs)
     out = {}
     for p in range(HW.endpoints):
         m = bytearray(flag + F.flit_bytes)
         for addr, raw in loads[p]:
             m[addr:addr + len(raw)] = raw
         if p in ranks:
-            res = golden[ranks.index(p)].tobytes()
+            res = results[ranks.index(p)].tobytes()
             at = other if cfg.op == "reduce-scatter" else 0
             m[at:at + len(res)] = res
             m[flag:flag + 4] = (2 * n).to_bytes(4, "little")
