@@ -115,7 +115,7 @@ class ScinSwitch(wiring.Component):
         f = self.fabric
         nvls = self._nvls is not None
         m.submodules.switch = switch = Switch(f, credits=self._credits, isa_depth=self._isa_depth,
-                                              nvls=nvls)
+                                              nvls=nvls, push=self._isa_params.push_slots > 0)
         if nvls:
             m.submodules.nvls = engine = NvlsEngine(self._nvls)
             connect(m, flipped(self.mc_load), engine.load)

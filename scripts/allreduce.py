@@ -51,6 +51,16 @@ def add_arguments(p):
                              "write response, as in the paper (default: ordered)")
     timing.add_argument("--replays", type=int, default=1,
                         help="run the captured descriptor this many times (default: 1)")
+    timing.add_argument("--mode", choices=("pull", "push", "auto"), default="pull",
+                        help="pull: the ISA reads every input after the barrier (the paper's "
+                             "protocol); push: every participant writes its input into the ISA's "
+                             "reserved space, no read (All-Reduce and Reduce); auto: push up to "
+                             "the ISA's threshold, pull above (docs/ISA.md, Push mode; default: "
+                             "pull)")
+    timing.add_argument("--push-capacity", default=None,
+                        help="the ISA's push space per participant (one push resource); 0: none. "
+                             "Default: 32KiB with --mode push or auto, else 0 (no push logic "
+                             "built)")
 
 
 #: The operations' names in the report's first line.
@@ -75,7 +85,9 @@ def run(args):
                           seed=args.seed, sim=args.sim, one_way_latency=args.latency,
                           mem_latency=args.mem_latency, reorder=args.reorder,
                           capacity=parse_size(args.capacity), outstanding=args.outstanding,
-                          flag_mode=args.flag_mode, replays=args.replays, trace=args.trace)
+                          flag_mode=args.flag_mode, replays=args.replays, trace=args.trace,
+                          mode=args.mode,
+                          push_capacity=parse_size(args.push_capacity or "0"))
     log = (lambda *a, **k: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
     report = run_allreduce(cfg, save=args.save, waves=args.waves, log=log)
     ok = report["match"] and report["status"] == report["expected_status"]
@@ -90,7 +102,8 @@ def run(args):
     for e in report["per_endpoint"]:
         print(f"  endpoint {e['endpoint']}: {'match   ' if e['match'] else 'MISMATCH'} "
               f"flag generation {e['flag_generation']}, status {_status_text(e['flag_status'])}, "
-              f"seen {e['flag_cycle']} cycles after the last arrival"
+              f"seen {e['flag_cycle']} cycles after the last "
+              f"{'first push' if report['pushed'] else 'arrival'}"
               + ("" if e["match"] else f" ({e['mismatched_bytes']} bytes differ)"))
     t = report["cycles"]
     print(f"latency     {t} cycles = {report['latency_us']:.2f} us at {CLOCK_MHZ} MHz"
@@ -105,7 +118,9 @@ def run(args):
     print("counters    " + ", ".join(f"{k}={v}" for k, v in c.items() if v))
     print(f"parameters  one-way latency {cfg.one_way_latency} cycles, memory latency "
           f"{cfg.mem_latency} cycles, wave table {cfg.capacity} B in {cfg.outstanding} waves, "
-          f"flags {cfg.flag_mode}{', reordered reads' if cfg.reorder else ''}")
+          f"flags {cfg.flag_mode}{', reordered reads' if cfg.reorder else ''}, mode {cfg.mode}"
+          + (f" ({'pushed' if report['pushed'] else 'pulled'}; push space "
+             f"{cfg.push_capacity} B)" if cfg.push_capacity else ""))
     if report.get("hops"):
         print(f"hops        {'hop':20s} {'cycles':>6s} {'floor':>6s} {'over':>5s}  port  covers")
         for h in report["hops"]:

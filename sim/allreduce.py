@@ -38,6 +38,10 @@ TRAFFIC_BYTES = 16 * 4096
 DTYPES = numerics.DTYPES
 #: The operations ``scin collective --op`` runs (the golden model's names) and barrier.
 OPS = numerics.OPS + ("barrier",)
+#: The descriptor's modes (:class:`~scin.hdl.isa.PushMode`), as ``scin collective --mode`` names them.
+MODES = ("pull", "push", "auto")
+#: The push space per participant a push or auto run gets when it names none.
+DEFAULT_PUSH_CAPACITY = 32768
 #: The operations with a root (``CollectiveConfig.root``).
 ROOTED_OPS = ("broadcast", "reduce")
 _UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1 << 20, "MB": 1 << 20,
@@ -60,7 +64,9 @@ class CollectiveConfig:
     like for like: NCCL's ``count`` (ReduceScatter: ``recvcount``, each rank's input is
     ``endpoints`` times it; AllGather: ``sendcount``, each rank's result is ``endpoints`` times it).
     ``root`` is a rank (Broadcast, Reduce); ``in_place`` puts the result over the input (NCCL's
-    in-place layouts, docs/ISA.md)."""
+    in-place layouts, docs/ISA.md). ``mode`` is the descriptor's :class:`~scin.hdl.isa.PushMode`
+    (``pull``, ``push``, ``auto``); ``push_capacity`` the ISA's push space per participant (one
+    push resource; 0 builds no push mode; push and auto need it, and get 32 KiB if it is 0)."""
     op:              str = "allreduce"
     endpoints:       int = 4
     dtype:           str = "fp16"
@@ -79,8 +85,14 @@ class CollectiveConfig:
     trace:           bool = False
     root:            int = 0
     in_place:        bool = False
+    mode:            str = "pull"
+    push_capacity:   int = 0
 
     def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.mode != "pull" and not self.push_capacity:
+            object.__setattr__(self, "push_capacity", DEFAULT_PUSH_CAPACITY)
         if self.op not in OPS:
             raise ValueError(f"op must be one of {', '.join(OPS)}, not {self.op!r}")
         if self.op in ROOTED_OPS:
@@ -181,7 +193,9 @@ def plan_params(plan):
     from ..hdl.packet import FabricParams
     from ..hdl.system import SystemParams
     fabric = FabricParams.default_for(flit_width=plan["flit_width"], ports=plan["endpoints"])
-    isa = IsaParams(fabric=fabric, capacity=plan["capacity"], waves=plan["outstanding"])
+    push = plan.get("push_capacity", 0)
+    isa = IsaParams(fabric=fabric, capacity=plan["capacity"], waves=plan["outstanding"],
+                    push_resources=1 if push else 0, push_capacity=push or 16384)
     return SystemParams(isa=isa, one_way_latency=plan["one_way_latency"],
                         mem_latency=plan["mem_latency"], mem_size=plan["mem_size"],
                         reorder=plan["reorder"])
@@ -252,7 +266,7 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     finish). A result mismatch is not an exception: it is ``match = false`` in the report.
     """
     from ..hdl.codec import unpack
-    from ..hdl.isa import Op, FlagMode, check_descriptor, flag_layout
+    from ..hdl.isa import Op, FlagMode, PushMode, check_descriptor, flag_layout, push_mode
     from ..hdl.isa import DType
     from ..hdl.system import System
     from .runner import verilog_for, run_cocotb, SimulationError
@@ -268,10 +282,11 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
                 participants=(1 << n) - 1, elements=cfg.elements, root=cfg.root,
                 src_addr=layout["src"], dst_addr=layout["dst"],
                 src_scale_addr=layout["src_scales"], dst_scale_addr=layout["dst_scales"],
-                flag_addr=layout["flag"])
+                flag_addr=layout["flag"], mode=PushMode[cfg.mode.upper()].value)
     problems = check_descriptor(desc, params.isa)
     if problems:
         raise ValueError("; ".join(problems))
+    pushed = push_mode(desc, params.isa) == PushMode.PUSH
 
     data, scales = make_inputs(cfg)
     bufs = Buffers(layout["src"], layout["dst"], layout["src_scales"], layout["dst_scales"])
@@ -286,7 +301,7 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     timeout = 20 * (3 * moved // fb) + 200 * cfg.one_way_latency + 100_000
     if cfg.traffic:
         dump_regions.append({"name": "scratch", "addr": layout["scratch"], "bytes": TRAFFIC_BYTES})
-    plan.update(run_dir=str(run_dir), descriptor=desc,
+    plan.update(run_dir=str(run_dir), descriptor=desc, pushed=pushed,
                 scratch_addr=layout["scratch"], traffic_bytes=TRAFFIC_BYTES,
                 timeout_cycles=timeout)
     # The memories are loaded and read back through files (the file backdoor of
@@ -348,7 +363,7 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     status = max(e["flag_status"] for e in per_endpoint)
     report = {
         "match": bool(all_match and traffic_ok), "op": cfg.op, "root": cfg.root,
-        "in_place": cfg.in_place, "endpoints": n, "dtype": cfg.dtype, "size_bytes": cfg.size,
+        "in_place": cfg.in_place, "mode": cfg.mode, "pushed": pushed, "endpoints": n, "dtype": cfg.dtype, "size_bytes": cfg.size,
         "elements": cfg.elements, "cycles": t, "latency_us": t / CLOCK_MHZ,
         "bound_cycles": cfg.bound_bytes / fb, "efficiency": cfg.bound_bytes / (t * fb),
         "status": status, "expected_status": want_status & 3,
@@ -356,7 +371,8 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
         "switch_errors": timing["switch_errors"], "seed": cfg.seed, "sim": cfg.sim,
         "traffic_intact": bool(traffic_ok) if cfg.traffic else None,
         "params": {k: plan[k] for k in ("one_way_latency", "mem_latency", "reorder", "capacity",
-                                        "outstanding", "flag_mode", "flit_width", "mem_size")},
+                                        "outstanding", "flag_mode", "flit_width", "mem_size",
+                                        "push_capacity")},
         "wall_seconds": round(wall, 2), "sim_cycles_per_second": sim_cps, "run_dir": str(run_dir),
     }
     if cfg.trace:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from cocotb.triggers import RisingEdge
 
-from scin.hdl.isa import Op, FlagMode, FlagStatus
+from scin.hdl.isa import Op, FlagMode, FlagStatus, PushMode, push_mode
 from scin.hdl.isa import DType
 from scin.hdl.isa import Isa
 from scin.hdl.packet import MsgClass, Opcode
@@ -52,7 +52,12 @@ async def allreduce_matches_golden_model(dut):
     flag_mode = FlagMode[cfg.get("flag_mode", "ACKED")]
     desc = dict(op=Op.ALLREDUCE, dtype=DType[dtype.upper()], flag_mode=flag_mode, sync=cfg.get("sync", 0),
                 participants=mask, elements=elements, src_addr=SRC, dst_addr=DST,
-                src_scale_addr=SSRC, dst_scale_addr=SDST, flag_addr=FLAG)
+                src_scale_addr=SSRC, dst_scale_addr=SDST, flag_addr=FLAG,
+                mode=PushMode[cfg.get("mode", "PULL")])
+    # What the participants do: push their inputs, or arrive (AUTO resolved as the ISA does).
+    pushing = push_mode({k: getattr(v, "value", v) for k, v in desc.items()}, params) \
+        == PushMode.PUSH
+    assert pushing == cfg.get("pushes", cfg.get("mode") == "PUSH"), "the case's mode is not what it says"
     load_program(loader, params, [desc])
     await loader.wait_idle()
 
@@ -64,8 +69,12 @@ async def allreduce_matches_golden_model(dut):
             if scales is not None:
                 sraw = scales[j].tobytes()
                 eps[i].mem[SSRC:SSRC + len(sraw)] = sraw
-        for i in parts:
-            eps[i].arrive(desc["sync"])
+        for j, i in enumerate(parts):
+            if pushing:
+                eps[i].push(params, desc["sync"], data[j].tobytes(),
+                            b"" if scales is None else scales[j].tobytes())
+            else:
+                eps[i].arrive(desc["sync"])
         cycles = await wait_flags(dut, [eps[i] for i in parts], generation)
         dut._log.info("generation %d: flags after %d cycles; counters %s", generation, cycles, counters(dut))
 
@@ -97,6 +106,10 @@ async def allreduce_matches_golden_model(dut):
     assert c["collectives"] == cfg.get("replays", 1), c
     assert c["unknown_tags"] == 0 and c["bad_descriptors"] == 0, c
     assert c["unknown_wresps"] == 0 and c["timeouts"] == 0, c
+    assert c["bad_pushes"] == 0, c
+    if pushing:
+        # No READ at all: the inputs were pushed.
+        assert c["slots"] == 0 and not any(ep.reads_seen for ep in eps), c
 
 
 CASES = {
@@ -110,6 +123,16 @@ CASES = {
     "fp16_subset":  dict(dtype="fp16", elements=3000, mask=0b1011),
     "fp16_replay":  dict(dtype="fp16", elements=4096, replays=3),
     "fp16_5slots":  dict(dtype="fp16", elements=10240 + 32),
+    # Push mode (two resources of 8 KiB each per participant): the whole reserved space, a
+    # short message, every dtype, a subset on the second resource, replays reusing the space,
+    # and AUTO both ways (its threshold is the reserved space by default).
+    "push_fp16_64B":  dict(dtype="fp16", elements=32, mode="PUSH", flag_mode="ORDERED"),
+    "push_fp16_8KB":  dict(dtype="fp16", elements=4096, mode="PUSH", replays=3),
+    "push_bf16_odd":  dict(dtype="bf16", elements=1037, mode="PUSH", flag_mode="ORDERED"),
+    "push_int8_8KB":  dict(dtype="int8", elements=8192, mode="PUSH", replays=2),
+    "push_subset":    dict(dtype="fp16", elements=3000, mode="PUSH", mask=0b1011, sync=1),
+    "auto_push":      dict(dtype="fp16", elements=2048, mode="AUTO", pushes=True),
+    "auto_pull":      dict(dtype="fp16", elements=4097, mode="AUTO", pushes=False),
 }
 
 #: The cases Icarus runs too, and what changes in their short form there (the module docstring):
@@ -124,6 +147,9 @@ ICARUS_FORM = {
     "bf16_4KB":    dict(elements=96),
     "fp16_subset": dict(elements=100),
     "fp16_replay": dict(elements=64, replays=2),
+    "push_fp16_64B": dict(stalls=True),
+    "push_int8_8KB": dict(elements=128),
+    "push_subset":   dict(elements=100, replays=2),
 }
 
 

@@ -2,6 +2,7 @@
 the software descriptor check."""
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -11,9 +12,9 @@ from scin.hdl.packet import FabricParams, flag_layout, FlagStatus
 from scin.sim.toolchain import REPO_ROOT
 
 
-def _tables():
+def _tables(doc=Path("ISA.md")):
     tables, current = {}, None
-    for line in (REPO_ROOT / "docs" / "ISA.md").read_text().splitlines():
+    for line in (REPO_ROOT / "docs" / doc).read_text().splitlines():
         if line.startswith("|"):
             cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
             if current is None:
@@ -48,7 +49,7 @@ def test_status_bits_match_enum():
     assert {r[0]: int(r[1]) for r in rows} == {f.name: f.value for f in FlagStatus}
 
 
-@pytest.mark.parametrize("enum", [d.Op, d.DType, d.FlagMode, d.ReadKind],
+@pytest.mark.parametrize("enum", [d.Op, d.DType, d.FlagMode, d.ReadKind, d.PushMode],
                          ids=lambda e: e.__name__)
 def test_encodings_match_the_doc(enum):
     """Every encoding docs/ISA.md lists ("`Op`: 1 ALLREDUCE, 2 REDUCE_SCATTER, ...") is the
@@ -120,6 +121,8 @@ GOOD = dict(op=d.Op.ALLREDUCE.value, dtype=0, sync=0, participants=0b1111, eleme
     (dict(dtype=2, elements=128, src_scale_addr=0x20040), "src_scale_addr 0x20040 is not 128-byte aligned"),
     (dict(flag_addr=0x2), "flag_addr 0x2 is not 4-byte aligned"),
     (dict(dtype=3), "dtype 3 is unknown"),
+    (dict(mode=3), "mode 3 is unknown"),
+    (dict(mode=d.PushMode.PUSH.value), "sync resource 0 has no push space (push_resources = 0)"),
 ])
 def test_check_descriptor_names_the_problem(change, reason):
     params = d.IsaParams()
@@ -188,3 +191,49 @@ def test_watchdog_can_be_disabled_and_tags_have_sequence_bits():
     assert d.write_tag(p, (1 << 16) + (7 << 5) + 9) == pack(d.write_tag_layout(p), index=9, seq=7)
     with pytest.raises(ValueError, match="field slot = 8 does not fit in 3 bits"):
         d.read_tag(p, slot=8, kind=0, seq=0)
+
+
+PUSH = d.IsaParams(push_resources=2, push_capacity=8192)
+
+
+@pytest.mark.parametrize("change, reason", [
+    (dict(mode=1, sync=2), "sync resource 2 has no push space (push_resources = 2)"),
+    (dict(mode=1, elements=4097), "8194 bytes per participant exceed the push space (push_capacity = 8192)"),
+    (dict(mode=1, op=d.Op.REDUCE_SCATTER.value), "REDUCE_SCATTER cannot be pushed"),
+])
+def test_push_descriptors_that_cannot_push_are_bad(change, reason):
+    assert check_ok(PUSH) and d.check_descriptor({**GOOD, "mode": 1}, PUSH) == []
+    problems = check_descriptor_with(PUSH, change)
+    assert any(reason in p for p in problems), problems
+
+
+@pytest.mark.parametrize("change, mode", [
+    (dict(mode=0), d.PushMode.PULL),
+    (dict(mode=1), d.PushMode.PUSH),
+    (dict(mode=2, elements=4096), d.PushMode.PUSH),          # 8 KiB: the whole space
+    (dict(mode=2, elements=4097), d.PushMode.PULL),          # one element more
+    (dict(mode=2, sync=2), d.PushMode.PULL),                 # no push space there
+    (dict(mode=2, op=d.Op.ALLGATHER.value), d.PushMode.PULL),
+    (dict(mode=2, op=d.Op.REDUCE.value), d.PushMode.PUSH),
+])
+def test_auto_pushes_what_it_can_under_the_threshold(change, mode):
+    assert d.push_mode({**GOOD, **change}, PUSH) == mode
+    low = d.IsaParams(push_resources=2, push_capacity=8192, push_threshold=1024)
+    assert d.push_mode({**GOOD, "mode": 2, "elements": 512}, low) == d.PushMode.PUSH
+    assert d.push_mode({**GOOD, "mode": 2, "elements": 513}, low) == d.PushMode.PULL
+
+
+def test_push_address_table_matches_layout():
+    rows = next(v for k, v in _tables(Path("PROTOCOL.md")).items() if k[0] == "push address field")
+    assert [(r[0], int(r[1])) for r in rows] == [(n, o) for n, o, _ in _layout_rows(d.push_addr_layout(d.IsaParams()))]
+    assert [int(r[2].split()[0]) for r in rows] == [w for _, _, w in _layout_rows(d.push_addr_layout(d.IsaParams()))]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(push_resources=9), r"^push_resources must be an integer between 0 and 8, not 9$"),
+    (dict(push_resources=1, push_capacity=5000), r"^push_capacity must be a multiple of max_payload \(4096 bytes\)"),
+    (dict(push_resources=1, push_threshold=20000), r"^push_threshold must be an integer between 0 and 16384, not 20000$"),
+])
+def test_bad_push_parameters_are_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        d.IsaParams(**kwargs)

@@ -7,6 +7,11 @@ runs on, REDUCE_SEND (hdl/endpoint/kernel.py, ``ReduceSend``).
   payload (the FP16/BF16 sum of the two local sources, computed from the memory contents with
   :func:`~scin.sim.ring_allreduce.add16`), the local copies, KERNEL_DONE and the fence.
   Randomness is seeded and logged (``SCIN_SEED`` replays).
+* Its push mode (``push``: the push protocol's operand upload into the switch's ISA), on the same
+  build, the model answering no inc=1 WRITE (as the ISA): every WRITE with inc=1, its address,
+  length and payload; KERNEL_DONE without acknowledgements, at the last flit's cycle; a stray
+  WRITE_RESP ignored; ``local`` ignored; the same streaming rate as without push; an ordinary op
+  after it still fenced.
 * The golden model: :func:`add16` is the two-member FP32 reduction rounded once (the double
   rounding argument of the op), and the ring's order of adds matters for the test inputs.
 * The All-Reduce on the 4-endpoint system: every rank's buffer bit for bit the golden model's
@@ -17,7 +22,7 @@ import numpy as np
 import pytest
 
 import cocotb
-from cocotb.triggers import ClockCycles
+from cocotb.triggers import ClockCycles, RisingEdge
 
 from scin.hdl.endpoint.accelerator import AccOp, EventKind
 from scin.hdl.isa.dtype import DType
@@ -30,7 +35,7 @@ from scin.sim.runner import run_cocotb, verilog_for
 from scin.sim.testbench.env import cocotb_module
 from scin.tb.simulators import sim_params
 from scin.tb.test_nvls_kernel import (FB, KBIT, LATENCY, MC, MEM_SIZE, PARAMS, PORT, SW, nflits,
-                                      setup)
+                                      packet, setup)
 
 
 # --- the op on the Endpoint ------------------------------------------------------------------
@@ -157,6 +162,144 @@ def test_reduce_send_op(sim, pauses):
     run_cocotb(verilog_path=verilog_for(make, "endpoint", f"{PORT},{MEM_SIZE},{LATENCY},False"),
                top="endpoint", test_module=cocotb_module(__file__), sim=sim,
                testcase=["reduce_send"], config={"pauses": pauses})
+
+
+# --- the push mode of the op --------------------------------------------------------------------
+
+#: name: (pauses, cases). A case: (push, reduce, local, dtype, length, count, stray); ``stray``:
+#: a kernel WRITE_RESP with SLVERR injected while the push runs (it must change nothing).
+PUSH = {
+    "random": ("random", [(1, 0, 0, "fp16", 4096, 3, False), (1, 0, 0, "fp16", 70, 1, False),
+                          (1, 1, 1, "bf16", FB * 2, 3, False), (1, 0, 0, "fp16", FB, 0, False),
+                          (1, 0, 0, "fp16", 4096, 2, True), (0, 0, 0, "fp16", FB * 4, 2, False)]),
+    # No backpressure: the push streams exactly as the same op without push (its last case).
+    "none": ("none", [(1, 0, 0, "fp16", 4096, 3, False), (1, 0, 0, "fp16", 70, 1, False),
+                      (0, 0, 0, "fp16", 4096, 3, False)]),
+    "short": ("random", [(1, 0, 0, "fp16", FB * 4, 2, False), (1, 0, 0, "fp16", 70, 1, False),
+                         (0, 0, 0, "fp16", FB * 2, 1, False)]),
+}
+
+
+def _posted(sw):
+    """Make the switch model treat inc=1 WRITEs as the ISA does push WRITEs: taken, never
+    answered (posted); ``sw.pushed`` keeps their headers. Other WRITEs are acknowledged as before."""
+    sw.pushed = []
+    seen = sw._new_packets
+
+    def new_packets(key, sink):
+        out = seen(key, sink)
+        if key != "wr":
+            return out
+        sw.pushed += [h for h in out if h["inc"]]
+        return [h for h in out if not h["inc"]]
+    sw._new_packets = new_packets
+
+
+@cocotb.test()
+async def reduce_send_push(dut):
+    """Push REDUCE_SENDs (copies of 4 KiB packets and a short one, a BF16 sum with ``local``
+    ignored, ``count`` = 0, one with a stray error WRITE_RESP during it), then an ordinary one:
+    every push WRITE has inc=1, its address, length and payload; KERNEL_DONE comes with no
+    WRITE_RESP (the model never answers inc=1 WRITEs), value = count, status OK, stamped with the
+    last flit's cycle; the command behind it leaves after it; the ordinary op still waits for its
+    acknowledgements. Without backpressure a push streams cycle for cycle as the same op without
+    push."""
+    cfg, rng, bench = await setup(dut, "reduce_send_push")
+    sw = bench.switch
+    _posted(sw)
+    timing = {}
+    for k, (push, reduce, local, dtype, length, count, stray) in enumerate(PUSH[cfg["case"]][1]):
+        a, b = 0x1000, 0x8000
+        dest = rng.randrange(0, 1 << 20, FB)
+        dst = rng.choice([0, 1, 3, SW])
+        span = count * nflits(length) * FB
+        sa = _values(rng, span // 2, dtype)
+        sb = _values(rng, span // 2, dtype)
+        if span:
+            await bench.backdoor.write(a, sa.tobytes())
+            await bench.backdoor.write(b, sb.tobytes())
+        tag = 0x70 + k
+        dut._log.info("case %d: push %d reduce %d local %d %s, %d x %d B -> port %d at %#x",
+                      k, push, reduce, local, dtype, count, length, dst, dest)
+        mark, pushed = bench.mark(), len(sw.pushed)
+        bench.send(AccOp.REDUCE_SEND, tag=tag, addr=a, addr2=b, dest=dest, dst=dst,
+                   length=length, count=count, reduce=reduce, local=local, push=push,
+                   dtype=DType.BF16 if dtype == "bf16" else DType.FP16)
+        bench.send(AccOp.RED, dst=SW, tag=0x13, length=1, addr=MC | 0xF000)
+        if stray:   # once the push runs (its first WRITE has left): a WRITE_RESP nobody asked for
+            while len(bench.mon["tx__1"].log) == mark["tx__1"]:
+                await RisingEdge(dut.clk)
+            sw.wresp.send(*packet(Opcode.WRITE_RESP, tag=KBIT, src=SW, dst=PORT,
+                                  status=Status.SLVERR))
+        # A push waiting for acknowledgements would never end: no long timeout.
+        events = await bench.events_until(EventKind.KERNEL_DONE, tag, timeout=20_000)
+        events += await bench.events_until(EventKind.WRITE_DONE, 0x13, timeout=20_000)
+        want = (add16(sa, sb, dtype) if reduce else sa).tobytes()
+        if not push:
+            _check_op(bench, mark, events, tag=tag, a=a, dest=dest, dst=dst, length=length,
+                      count=count, local=local, want=want, status=Status.OK)
+        else:
+            _check_push(bench, mark, events, tag=tag, dest=dest, dst=dst, length=length,
+                        count=count, want=want, stray=stray)
+            assert len(sw.pushed) == pushed + count, "the model did not see every push WRITE"
+        writes = [p for p in bench.mon["tx__1"].packets(mark["tx__1"]) if p["tag"] & KBIT]
+        if writes:
+            t0 = writes[0]["first"]
+            timing.setdefault((length, count), []).append(
+                [(w["first"] - t0, w["last"] - t0) for w in writes])
+    if cfg["case"] == "none":
+        bench.dut._log.info("packet cycles from the first header: %s", timing)
+        push_t, plain_t = timing[(4096, 3)]
+        assert push_t == plain_t, "a push does not stream as the same op without push"
+        assert all(w[1] - w[0] == nflits(4096) for w in push_t[1:]), push_t   # one flit a cycle
+        assert all(n[0] == w[1] + 1 for w, n in zip(push_t, push_t[1:])), push_t   # no gap
+    await ClockCycles(dut.clk, 50)
+    assert bench.seen == len(bench.events.items) and not bench.got
+
+
+def _check_push(bench, mark, events, *, tag, dest, dst, length, count, want, stray):
+    """Every WRITE of one push op (inc=1, headers, payloads, order, no local copy), its SENT and
+    KERNEL_DONE (no acknowledgement; the cycle of the last flit), the next command after it."""
+    writes = [p for p in bench.mon["tx__1"].packets(mark["tx__1"]) if p["tag"] & KBIT]
+    acks = [p for p in bench.mon["rx__3"].packets(mark["rx__3"]) if p["tag"] & KBIT]
+    assert len(writes) == count, (len(writes), count)
+    n = nflits(length)
+    for i, w in enumerate(writes):
+        body = want[i * n * FB:i * n * FB + length] + bytes(n * FB - length)
+        assert (w["opcode"], w["msg_class"], w["inc"], w["status"], w["src"], w["dst"],
+                w["length"], w["addr"], w["tag"], w["flits"]) == \
+            (Opcode.WRITE.value, MsgClass.WRITE.value, 1, 0, PORT, dst, length, dest + i * length,
+             KBIT, 1 + n), (i, w)
+        assert w["body"] == body, f"push packet {i}: payload differs from the local memory"
+    by = lambda kind, t: [e for e in events if e["kind"] == kind and e["tag"] == t]
+    (done,) = by(EventKind.KERNEL_DONE, tag)
+    assert (done["value"], done["status"], done["length"], done["inc"], done["src"]) == \
+        (count, Status.OK.value, length, 1, PORT), done
+    assert not by(EventKind.WRITE_DONE, tag)
+    if stray:   # the stray response came while the push ran, and changed nothing
+        (s,) = acks
+        assert s["status"] == Status.SLVERR.value and s["first"] < done["cycle"], (s, done)
+    else:
+        assert not acks, f"WRITE_RESPs to a push: {acks}"
+    sent = by(EventKind.SENT, tag)
+    if count:
+        assert [(s["cycle"], s["inc"]) for s in sent] == [(writes[0]["first"], 1)], sent
+        assert done["cycle"] == writes[-1]["last"], (done, writes[-1])
+    else:
+        assert not sent, sent
+    (red_sent,) = by(EventKind.SENT, 0x13)
+    assert red_sent["cycle"] > done["cycle"], "a command left before KERNEL_DONE"
+
+
+@pytest.mark.parametrize("sim, case", sim_params(PUSH, {"short"}))
+def test_reduce_send_push(sim, case):
+    """The push mode on the Endpoint (the build of test_reduce_send_op): random backpressure,
+    none (timing against the op without push), and a short case, also on Icarus."""
+    from scin.hdl.endpoint.endpoint import Endpoint
+    make = lambda: Endpoint(PARAMS, port=PORT, mem_size=MEM_SIZE, latency=LATENCY, reorder=False)
+    run_cocotb(verilog_path=verilog_for(make, "endpoint", f"{PORT},{MEM_SIZE},{LATENCY},False"),
+               top="endpoint", test_module=cocotb_module(__file__), sim=sim,
+               testcase=["reduce_send_push"], config={"pauses": PUSH[case][0], "case": case})
 
 
 # --- the golden model ------------------------------------------------------------------------

@@ -11,7 +11,8 @@ itself; RED plus WAIT_FLAG is NCCL's NVLS barrier. The step of NCCL's ring kerne
 local data, plus the data the previous rank wrote here, added and written to the next rank) runs
 in another, :class:`~scin.hdl.endpoint.kernel.ReduceSend`, which reads the local memory through
 the flag poll port (WAIT_FLAG and a kernel op never run at once); RED to the next rank's flag
-word plus its WAIT_FLAG is the ring's signal.
+word plus its WAIT_FLAG is the ring's signal. REDUCE_SEND with ``push`` is the push protocol's
+upload of an operand into the switch's In-Switch Accelerator: the same WRITEs with inc=1, posted.
 
 **Tags.** Kernel packets carry tags with the top tag bit set (:func:`command_tag_mask`); their
 responses go to the kernel and produce no READ_DONE/WRITE_DONE events. Command tags (the ``tag``
@@ -58,7 +59,9 @@ class AccOp(enum.Enum, shape=3):
     #: ``dest + i * length``, carrying the local data at ``addr`` plus (``reduce``) the local data
     #: at ``addr2``, added as ``dtype``; with ``local`` each also written back over ``addr``;
     #: blocks until every WRITE is acknowledged, then KERNEL_DONE
-    #: (:class:`~scin.hdl.endpoint.kernel.ReduceSend`)
+    #: (:class:`~scin.hdl.endpoint.kernel.ReduceSend`). With ``push``: the same WRITEs with
+    #: inc=1 (to the switch's ISA), posted, ``local`` ignored; blocks until the last flit has left,
+    #: then KERNEL_DONE (no acknowledgement is awaited: the ISA sends none)
     REDUCE_SEND  = 7
 
 
@@ -69,8 +72,10 @@ class EventKind(enum.Enum, shape=3):
     READ_DONE   = 1
     WRITE_DONE  = 2  #: a WRITE_RESP arrived (for a WRITE_REMOTE, an ARRIVE or a RED)
     FLAG        = 3  #: WAIT_FLAG saw the generation (``value`` = the flag word)
-    #: an LDRED_ST/LDRED_COPY finished (``value`` = WRITEs acknowledged, ``status`` = the worst
-    #: status of its responses, ``cycle`` = when its last response, normally a WRITE_RESP, came)
+    #: an LDRED_ST/LDRED_COPY/REDUCE_SEND finished (``value`` = WRITEs acknowledged, ``status`` =
+    #: the worst status of its responses, ``cycle`` = when its last response, normally a
+    #: WRITE_RESP, came); a push REDUCE_SEND: ``value`` = WRITEs sent, ``status`` OK, ``inc`` 1,
+    #: ``cycle`` = when its last flit left the accelerator
     KERNEL_DONE = 4
 
 
@@ -111,6 +116,14 @@ def command_layout(params):
     BF16) is the elements' type, ``local`` also writes each result packet to this endpoint's own
     port at ``addr + i * length`` (through the switch: the accelerator has no other way into its
     memory).
+    ``push`` (REDUCE_SEND only; the last field, so the others keep their bit positions): the
+    push protocol's upload of an operand into the switch's In-Switch Accelerator. The same
+    ``count`` WRITEs of ``length`` bytes at ``dest + i * length`` with the same payload (copy or,
+    with ``reduce``, sum), but inc=1: the switch hands them to its ISA, which ignores ``dst``
+    (sent as given) and never answers them. They are posted: KERNEL_DONE comes once the last flit
+    of the last WRITE has left the accelerator (``cycle`` = that cycle, ``value`` = WRITEs sent,
+    ``status`` OK), without waiting for any WRITE_RESP. ``local`` is ignored with ``push`` (no
+    copy is written to this port). ``dest`` is the ISA's address as the caller builds it.
     """
     return data.StructLayout({
         "op": AccOp, "dst": params.port_bits, "tag": params.tag_width,
@@ -118,6 +131,7 @@ def command_layout(params):
         "seed": 16, "generation": 16,
         "count": COUNT_BITS, "window": WINDOW_BITS, "dest": params.addr_width,
         "addr2": params.addr_width, "reduce": 1, "local": 1, "dtype": DType,
+        "push": 1,
     })
 
 
@@ -180,15 +194,19 @@ class Accelerator(wiring.Component):
     Responses with the top tag bit clear are reported as before, also while a kernel runs.
     REDUCE_SEND does the same with the :class:`~scin.hdl.endpoint.kernel.ReduceSend` (``ring``),
     which reads the local memory through ``poll`` while it runs; its SENT event is that of its
-    first WRITE header.
+    first WRITE header. With ``push`` nothing is acknowledged: the command ends, with KERNEL_DONE,
+    once the ReduceSend is done and its last flit has left ``write_out``.
 
     Event cycles: SENT is stamped with the cycle of the header flit's handshake on ``req_out`` or
     ``write_out`` (the flit leaves the accelerator); READ_DONE and WRITE_DONE with the cycle the
     response's last flit was taken; FLAG with the cycle the poll saw the generation; KERNEL_DONE
-    with the cycle the op's last response (normally a WRITE_RESP) was taken.
+    with the cycle the op's last response (normally a WRITE_RESP) was taken, or, for a push
+    REDUCE_SEND of at least one WRITE, the cycle its last flit's handshake on ``write_out``.
 
     Request headers: ``src`` = ``port``, ``dst`` = the command's ``dst``, ``inc`` = 1 only for
-    ARRIVE, status 0. Kernel packets: see :class:`~scin.hdl.endpoint.kernel.Kernel`.
+    ARRIVE, status 0. Kernel packets: see :class:`~scin.hdl.endpoint.kernel.Kernel` and
+    :class:`~scin.hdl.endpoint.kernel.ReduceSend` (inc = 1 for a push REDUCE_SEND's WRITEs; its
+    SENT and KERNEL_DONE events say ``inc`` = 1 too).
 
     Parameters
     ----------
@@ -322,6 +340,9 @@ class Accelerator(wiring.Component):
             m.d.sync += wo_v.eq(0)
         ro_can = ~ro_v | self.req_out.ready
         wo_can = ~wo_v | self.write_out.ready
+        wo_left = Signal(32)   # the cycle of the latest flit handshake on write_out (push's end)
+        with m.If(wo_v & self.write_out.ready):
+            m.d.sync += wo_left.eq(cycle)
 
         hdr = Signal(hdr_layout)
         opcode = Signal(Opcode, init=Opcode.WRITE)
@@ -347,9 +368,10 @@ class Accelerator(wiring.Component):
         with m.If(armed & Mux(armed_on_write, wo_fire, ro_fire)):
             m.d.sync += [armed.eq(0), ev_sent_v.eq(1), ev_sent.cycle.eq(cycle)]
         can_arm = ~armed & ~ev_sent_v
+        push = (c.op == AccOp.REDUCE_SEND) & c.push   # its WRITEs carry inc=1
         arm = [armed.eq(1), ev_sent.kind.eq(EventKind.SENT), ev_sent.tag.eq(c.tag),
                ev_sent.length.eq(c.length), ev_sent.src.eq(self._port), ev_sent.status.eq(0),
-               ev_sent.inc.eq(c.op == AccOp.ARRIVE), ev_sent.value.eq(0)]
+               ev_sent.inc.eq((c.op == AccOp.ARRIVE) | push), ev_sent.value.eq(0)]
 
         word_idx = Signal(16)               # 32-bit word index of the next WRITE payload flit
         remaining = Signal(P.length_width)  # WRITE payload bytes still to send
@@ -425,14 +447,18 @@ class Accelerator(wiring.Component):
                 m.d.comb += kernel_mode.eq(1)
                 done = Mux(ring_op, rbus.done.payload.as_value(), kbus.done.payload.as_value())
                 done = kbus.done.payload.shape()(done)
-                done_v = Mux(ring_op, rbus.done.valid, kbus.done.valid)
+                # A push is posted: its end is its last flit leaving ``write_out`` (the ring is
+                # done once that flit is in ``wo``, so the last handshake before ``wo`` empties
+                # is that flit's), not a response.
+                done_v = Mux(ring_op, rbus.done.valid & ~(push & wo_v), kbus.done.valid)
+                done_cycle = Mux(push & (done.packets != 0), wo_left, done.cycle)
                 with m.If(done_v & ~ev_cmd_v):
                     m.d.comb += [kbus.done.ready.eq(~ring_op), rbus.done.ready.eq(ring_op)]
                     m.d.sync += [ev_cmd_v.eq(1), ev_cmd.kind.eq(EventKind.KERNEL_DONE),
                                  ev_cmd.tag.eq(c.tag), ev_cmd.status.eq(done.status),
-                                 ev_cmd.src.eq(self._port), ev_cmd.inc.eq(0),
+                                 ev_cmd.src.eq(self._port), ev_cmd.inc.eq(push),
                                  ev_cmd.length.eq(c.length), ev_cmd.value.eq(done.packets),
-                                 ev_cmd.cycle.eq(done.cycle)]
+                                 ev_cmd.cycle.eq(done_cycle)]
                     m.next = "IDLE"
 
     def _kernel_glue(self, m, c, kbus, kstart_v, kfirst, kernel_mode, ro_v, ro, ro_can, wo_v,
@@ -468,7 +494,7 @@ class Accelerator(wiring.Component):
         m.d.comb += [rbus.start.valid.eq(rstart_v),
                      *(getattr(start, f).eq(getattr(c, f))
                        for f in ("addr", "addr2", "dest", "dst", "length", "count", "reduce",
-                                 "local", "dtype"))]
+                                 "local", "dtype", "push"))]
         with m.If(rbus.start.ready):
             m.d.sync += rstart_v.eq(0)
         with m.If(ring_mode):

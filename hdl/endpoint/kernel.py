@@ -22,7 +22,9 @@ and an *ack* unit (WRITE_RESPs), sharing the counters of the running op.
 
 The step of NCCL's ring kernels ("read the local data, add the data the previous rank wrote here,
 send the sum to the next rank") is a different loop, with local reads instead of fabric READs:
-:class:`ReduceSend`, beside the :class:`Kernel` in the accelerator (the REDUCE_SEND command).
+:class:`ReduceSend`, beside the :class:`Kernel` in the accelerator (the REDUCE_SEND command). Its
+push mode sends the same WRITEs with inc=1, posted, into the In-Switch Accelerator's reserved
+space (the push protocol: each participant writes its operand, no READ at the ISA's initiative).
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -353,12 +355,13 @@ def reduce_send_layout(params):
     port ``dst``. ``length``: bytes per WRITE, at most ``max_payload``, a multiple of
     ``flit_bytes`` unless ``count`` is 1. ``count``: WRITEs (0: the op completes at once).
     ``reduce``: add the second source to the first (else copy the first). ``local``: also write
-    each result to this endpoint's own port, in place over the first source. ``dtype``:
-    :class:`DType` of the elements (BF16, else FP16)."""
+    each result to this endpoint's own port, in place over the first source (ignored with
+    ``push``). ``dtype``: :class:`DType` of the elements (BF16, else FP16). ``push``: send the
+    WRITEs with inc=1 (to the switch's In-Switch Accelerator), posted: nobody acknowledges them."""
     return data.StructLayout({
         "addr": params.addr_width, "addr2": params.addr_width, "dest": params.addr_width,
         "dst": params.port_bits, "length": params.length_width, "count": COUNT_BITS,
-        "reduce": 1, "local": 1, "dtype": DType,
+        "reduce": 1, "local": 1, "dtype": DType, "push": 1,
     })
 
 
@@ -370,7 +373,8 @@ class ReduceSendSignature(wiring.Signature):
     start : In(stream.Signature(reduce_send_layout(params)))
         Ops; taken only while no op runs.
     done : Out(stream.Signature(kernel_done_layout(params)))
-        One report per op, once every WRITE is acknowledged.
+        One report per op, once every WRITE is acknowledged (``push``: once the last flit has
+        been taken on ``write``).
     write : Out(packet_signature(params))
         WRITE packets.
     wresp : In(packet_signature(params))
@@ -417,6 +421,14 @@ class ReduceSend(wiring.Component):
       signals the peer): ``packets`` = WRITE_RESPs counted (``count``, twice that with ``local``),
       ``status`` the worst of theirs, ``cycle`` when the last was taken. WRITE_RESPs beyond the
       WRITEs sent, or while no op runs, are dropped.
+    * ``push`` (the push protocol's operand upload into the In-Switch Accelerator): the same
+      ``count`` WRITEs, same addresses, lengths and payloads (sum or copy), but with inc=1, so the
+      switch gives them to its ISA, which ignores ``dst`` (sent as given) and never answers them:
+      they are posted. ``local`` is ignored (no copy to this port). ``done`` is offered as soon
+      as the last flit of the last WRITE has been taken on ``write`` (no fence: there is nothing
+      to wait for): ``packets`` = WRITEs sent (``count``), ``status`` OK, ``cycle`` that flit's
+      handshake (the op's start if ``count`` is 0). Every WRITE_RESP that comes while it runs is
+      dropped. The packets stream exactly as without ``push``: no extra cycle per packet.
 
     Local reads: ``poll`` delivers a whole flit one cycle after its address, every cycle; that
     one cycle is the model's GPU local read latency. A copy reads one flit per cycle; a reduction
@@ -449,30 +461,38 @@ class ReduceSend(wiring.Component):
                                                       depth=REDUCE_SEND_FIFO_DEPTH)
         self._reader(m, cmd, active, q)
         result = self._results(m, cmd, q)
-        packet_states = self._packets(m, cmd, nflits, result, written, active)
+        packet_states, out_can = self._packets(m, cmd, nflits, result, written, active)
+        # A push is posted: it ends when its last flit leaves (the output register can take the
+        # next), stamped with that handshake's cycle; ``written`` is then the WRITEs sent.
+        with m.If(cmd.push & self.write.valid & self.write.ready):
+            m.d.comb += touched.eq(1)
         with m.FSM(name="reduce_send"):
             with m.State("IDLE"):
                 m.d.comb += self.start.ready.eq(1)
                 with m.If(self.start.valid):
                     p = self.start.payload
-                    m.d.sync += [cmd.eq(p), written.eq(0), acked.eq(0), status.eq(Status.OK),
+                    # A push has no local copy: it would be an ordinary WRITE to be acknowledged.
+                    m.d.sync += [cmd.eq(p), cmd.local.eq(p.local & ~p.push),
+                                 written.eq(0), acked.eq(0), status.eq(Status.OK),
                                  nflits.eq((p.length + P.flit_bytes - 1)
                                            >> exact_log2(P.flit_bytes)),
                                  last_cycle.eq(self.cycle)]
                     m.next = "HEAD"
             packet_states()
             with m.State("FENCE"):
-                m.d.comb += counting.eq(1)
-                with m.If(acked == written):
+                m.d.comb += counting.eq(~cmd.push)
+                with m.If(Mux(cmd.push, out_can, acked == written)):
                     m.next = "DONE"
             with m.State("DONE"):
-                m.d.comb += [self.done.valid.eq(1), self.done.payload.packets.eq(acked),
+                m.d.comb += [self.done.valid.eq(1),
+                             self.done.payload.packets.eq(Mux(cmd.push, written, acked)),
                              self.done.payload.status.eq(status),
                              self.done.payload.cycle.eq(last_cycle)]
                 with m.If(self.done.ready):
                     m.next = "IDLE"
-        _count_acks(m, P, self.wresp, running=active | counting, acked=acked, written=written,
-                    st_ack=st_ack, touched=touched)
+        # A push expects no WRITE_RESP: any that comes is a stray one, dropped.
+        _count_acks(m, P, self.wresp, running=(active | counting) & ~cmd.push, acked=acked,
+                    written=written, st_ack=st_ack, touched=touched)
         return m
 
     def _reader(self, m, cmd, active, q):
@@ -526,7 +546,8 @@ class ReduceSend(wiring.Component):
     def _packets(self, m, cmd, nflits, result, written, active):
         """The packet output. Returns a function that adds, inside the op's FSM, the states HEAD,
         BODY (the WRITE to ``dst``), LHEAD, LBODY (its copy to this port, ``local`` only), packet
-        after packet, then FENCE."""
+        after packet, then FENCE; and the output register's ``can_load`` (in FENCE, true once
+        the last flit is leaving or has left)."""
         P = self._params
         fb = P.flit_bytes
         wo_v, wo, wo_can = _out_register(m, P, self.write)
@@ -543,7 +564,9 @@ class ReduceSend(wiring.Component):
         keep = Cat(*[(remaining > b).replicate(8) for b in range(fb)])
         fields = dict(opcode=Opcode.WRITE, msg_class=MsgClass.WRITE, length=cmd.length,
                       tag=kernel_tag(P))
-        remote = _request_header(m, P, self._port, dst=cmd.dst, addr=dest, **fields)
+        # inc=1 sends a push WRITE to the switch's ISA (which ignores ``dst``) instead of a port.
+        remote = _request_header(m, P, self._port, dst=cmd.dst, addr=dest, inc=cmd.push,
+                                 **fields)
         local = _request_header(m, P, self._port, dst=self._port, addr=own, **fields)
         data_ = result.payload & keep
         m.d.comb += [bw.addr.eq(k), bw.data.eq(data_), br.addr.eq(k)]
@@ -594,4 +617,4 @@ class ReduceSend(wiring.Component):
                     with m.If(last):
                         m.d.sync += next_packet
                         m.next = "HEAD"
-        return states
+        return states, wo_can

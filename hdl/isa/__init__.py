@@ -3,9 +3,10 @@
 Code outside ``hdl/isa`` imports from here only; the submodules are the ISA's internals.
 """
 
-from .descriptor import (Op, FlagMode, FlagStatus, ReadKind, IsaParams, descriptor_layout,
-                         flag_layout, read_tag_layout, write_tag_layout, check_descriptor,
-                         buffer_alignment, MAX_PORTS, MIN_TIMEOUT, WRITE_TAG_BITS)
+from .descriptor import (Op, FlagMode, FlagStatus, PushMode, ReadKind, IsaParams,
+                         descriptor_layout, flag_layout, read_tag_layout, write_tag_layout,
+                         push_addr_layout, push_mode, check_descriptor, buffer_alignment,
+                         MAX_PORTS, MIN_TIMEOUT, WRITE_TAG_BITS, PUSH_OPS)
 from .dtype import DType, DatapathStatus, BLOCK_ELEMENTS
 from .instruction_buffer import load_layout
 from .interfaces import counters_layout, COUNTER_BITS
@@ -15,9 +16,9 @@ from .writeback import write_tag
 
 __all__ = [
     "Isa", "IsaParams",
-    "Op", "FlagMode", "FlagStatus", "ReadKind", "DType", "DatapathStatus",
+    "Op", "FlagMode", "FlagStatus", "PushMode", "ReadKind", "DType", "DatapathStatus",
     "descriptor_layout", "load_layout", "counters_layout", "flag_layout",
-    "read_tag_layout", "write_tag_layout", "read_tag", "write_tag",
-    "check_descriptor", "buffer_alignment",
-    "MAX_PORTS", "MIN_TIMEOUT", "WRITE_TAG_BITS", "BLOCK_ELEMENTS", "COUNTER_BITS",
+    "read_tag_layout", "write_tag_layout", "push_addr_layout", "read_tag", "write_tag",
+    "check_descriptor", "push_mode", "buffer_alignment",
+    "MAX_PORTS", "PUSH_OPS", "MIN_TIMEOUT", "WRITE_TAG_BITS", "BLOCK_ELEMENTS", "COUNTER_BITS",
 ]

@@ -19,8 +19,9 @@ from .datapath.common import MIN_INPUTS, MAX_INPUTS
 from .dtype import DType, BLOCK_ELEMENTS
 
 
-__all__ = ["Op", "IMPLEMENTED_OPS", "SHARDED_OPS", "ROOTED_OPS", "IN_PLACE_OPS", "FlagMode",
-           "FlagStatus", "ReadKind", "descriptor_layout", "flag_layout", "read_tag_layout",
+__all__ = ["Op", "IMPLEMENTED_OPS", "SHARDED_OPS", "ROOTED_OPS", "IN_PLACE_OPS", "PUSH_OPS",
+           "FlagMode", "PushMode", "FlagStatus", "ReadKind", "descriptor_layout", "flag_layout",
+           "read_tag_layout", "push_addr_layout", "push_mode",
            "write_tag_layout", "IsaParams", "MAX_PORTS", "WRITE_TAG_BITS", "MIN_TAG_SEQ_BITS",
            "MIN_TIMEOUT", "check_descriptor", "buffer_alignment"]
 
@@ -58,6 +59,9 @@ SHARDED_OPS = (Op.REDUCE_SCATTER, Op.ALLGATHER)
 IN_PLACE_OPS = (Op.REDUCE_SCATTER, Op.ALLGATHER, Op.BROADCAST)
 #: Ops with a root (the ``root`` field is a rank of the participant set).
 ROOTED_OPS = (Op.BROADCAST, Op.REDUCE)
+#: Ops a descriptor may run in push mode (:class:`PushMode`): one phase reading every
+#: participant, so each participant's whole input lands in its reserved space once.
+PUSH_OPS = (Op.ALLREDUCE, Op.REDUCE)
 
 
 class FlagMode(enum.Enum, shape=1):
@@ -71,6 +75,18 @@ class FlagMode(enum.Enum, shape=1):
     ORDERED = 1
 
 
+class PushMode(enum.Enum, shape=2):
+    """How the operands reach the ISA (docs/ISA.md, Push mode). 3 is invalid."""
+    #: The ISA reads every participant's buffer after the barrier (the paper's protocol).
+    PULL = 0
+    #: Every participant writes its buffer into its reserved space in the ISA (inc=1 WRITEs); the
+    #: collective starts when every participant's first flit is in, with no READ at all.
+    PUSH = 1
+    #: PUSH when the op can be pushed, the resource has reserved space and each participant's
+    #: input is at most ``push_threshold`` bytes; PULL otherwise (:func:`push_mode`).
+    AUTO = 2
+
+
 class ReadKind(enum.Enum, shape=1):
     """Which packet of a wave-table slot a read asks for (the ``kind`` field of a read tag)."""
     DATA  = 0  #: the slot's data (``max_payload`` bytes at most)
@@ -82,7 +98,7 @@ def descriptor_layout():
     addresses, identical in every participant's memory (symmetric buffers, as in NVLS multicast
     objects): the ISA derives each participant's addresses from them. ``root`` (BROADCAST,
     REDUCE) is a rank, not a port; it was added after ``flag_addr`` so every earlier field keeps
-    its place."""
+    its place, and ``mode`` (:class:`PushMode`) after it for the same reason."""
     return data.StructLayout({
         "op":             Op,
         "dtype":          DType,
@@ -96,6 +112,7 @@ def descriptor_layout():
         "dst_scale_addr": 48,
         "flag_addr":      48,
         "root":           range(MAX_PORTS),
+        "mode":           PushMode,
     })
 
 
@@ -108,6 +125,14 @@ def read_tag_layout(params):
     """
     return data.StructLayout({"kind": ReadKind, "slot": params.slot_bits,
                               "seq": params.read_seq_bits})
+
+
+def push_addr_layout(params):
+    """The ``addr`` of a push WRITE (``inc = 1``, docs/PROTOCOL.md), LSB first: ``offset`` is the
+    byte offset in the participant's input (``kind`` DATA) or in its INT8 block scales (``kind``
+    SCALE: the data offset / 32), ``sync`` the sync resource whose reserved space it goes to."""
+    f = params.fabric
+    return data.StructLayout({"offset": f.addr_width - 9, "kind": ReadKind, "sync": 8})
 
 
 def write_tag_layout(params):
@@ -145,6 +170,18 @@ class IsaParams:
         and ends with ``TIMEOUT`` in every flag. 0 disables the watchdog; otherwise at least
         ``MIN_TIMEOUT``. The default, 65536 cycles (262 us at 250 MHz), is about 150 round trips of
         the paper latency model (2 x 90-cycle links, 40-cycle memory, a 129-flit packet).
+    push_resources : int
+        Sync resources ``0`` to ``push_resources - 1`` have space reserved for push mode
+        (:class:`PushMode`): ``push_capacity`` bytes per participant each, wave-table slots of their
+        own beside the ``capacity`` that pull mode uses. 0 (the default, the paper's
+        configuration) builds no push logic and no push space: PUSH descriptors are bad, AUTO
+        pulls.
+    push_capacity : int
+        Bytes reserved per participant per push resource (a multiple of ``max_payload``): the
+        largest input a participant can push.
+    push_threshold : int or None
+        AUTO pushes when each participant's input is at most this many bytes (at most
+        ``push_capacity``; None, the default: ``push_capacity``, see :attr:`auto_threshold`).
     """
     fabric:         FabricParams = field(default_factory=FabricParams)
     capacity:       int = 32768
@@ -153,6 +190,9 @@ class IsaParams:
     sync_resources: int = 8
     max_elements:   int = 1 << 28
     timeout:        int = 1 << 16
+    push_resources: int = 0
+    push_capacity:  int = 16384
+    push_threshold: int = None
 
     def __post_init__(self):
         f = check_type("fabric", self.fabric, FabricParams)
@@ -187,6 +227,15 @@ class IsaParams:
         if not (self.timeout == 0 or MIN_TIMEOUT <= self.timeout < (1 << 32)):
             raise ValueError(f"timeout must be 0 (no watchdog) or between {MIN_TIMEOUT} and "
                              f"2**32-1 cycles, not {self.timeout!r}")
+        check_int("push_resources", self.push_resources, 0, self.sync_resources)
+        check_int("push_capacity", self.push_capacity)
+        limit = 1 << (f.addr_width - 9)  # push_addr_layout's offset field
+        if not (f.max_payload <= self.push_capacity <= limit
+                and self.push_capacity % f.max_payload == 0):
+            raise ValueError(f"push_capacity must be a multiple of max_payload ({f.max_payload} "
+                             f"bytes) up to {limit}, not {self.push_capacity!r}")
+        if self.push_threshold is not None:
+            check_int("push_threshold", self.push_threshold, 0, self.push_capacity)
 
     @property
     def slots(self):
@@ -195,6 +244,31 @@ class IsaParams:
     @property
     def slot_bits(self):
         return max(1, ceil_log2(self.slots))
+
+    @property
+    def auto_threshold(self):
+        """The largest input, in bytes per participant, that an AUTO descriptor pushes."""
+        return self.push_capacity if self.push_threshold is None else self.push_threshold
+
+    @property
+    def push_slots_per_resource(self):
+        return self.push_capacity // self.fabric.max_payload if self.push_resources else 0
+
+    @property
+    def push_slots(self):
+        """Wave-table slots reserved for push mode, after the ``slots`` of pull mode: resource
+        ``s``'s are ``slots + s * push_slots_per_resource`` and up."""
+        return self.push_resources * self.push_slots_per_resource
+
+    @property
+    def table_slots(self):
+        return self.slots + self.push_slots
+
+    @property
+    def table_slot_bits(self):
+        """Width of a wave-table slot index, push slots included (read tags name pull slots
+        only, in ``slot_bits``)."""
+        return max(1, ceil_log2(self.table_slots))
 
     @property
     def read_seq_bits(self):
@@ -280,7 +354,52 @@ def check_descriptor(desc, params):
         reasons += _data_reasons(desc, params, op)
     if desc.get("flag_addr", 0) % 4:
         reasons.append(f"flag_addr {desc.get('flag_addr', 0):#x} is not 4-byte aligned")
+    reasons += _push_reasons(desc, params, op)
     return reasons
+
+
+def _push_bytes(desc):
+    """Bytes each participant pushes: its input (``PUSH_OPS`` read the whole ``C`` bytes)."""
+    return desc.get("elements", 0) * (1 if desc.get("dtype", 0) == DType.INT8.value else 2)
+
+
+def _can_push(desc, params, op):
+    """Whether the descriptor can run in push mode: its op, its resource's reserved space."""
+    return (op in PUSH_OPS and desc.get("sync", 0) < params.push_resources
+            and _push_bytes(desc) <= params.push_capacity)
+
+
+def _push_reasons(desc, params, op):
+    mode = desc.get("mode", 0)
+    if mode not in {m.value for m in PushMode}:
+        return [f"mode {mode} is unknown"]
+    if mode != PushMode.PUSH.value or _can_push(desc, params, op):
+        return []
+    if op not in PUSH_OPS:
+        return [f"{op.name if op else 'this op'} cannot be pushed (push mode: "
+                f"{', '.join(o.name for o in PUSH_OPS)})"]
+    if desc.get("sync", 0) >= params.push_resources:
+        return [f"sync resource {desc.get('sync', 0)} has no push space (push_resources = "
+                f"{params.push_resources})"]
+    return [f"{_push_bytes(desc)} bytes per participant exceed the push space "
+            f"(push_capacity = {params.push_capacity})"]
+
+
+def push_mode(desc, params):
+    """The mode a good descriptor runs in, :attr:`PushMode.PUSH` or :attr:`PushMode.PULL`: the
+    software twin of the hardware's choice (AUTO resolved). The participants' programs follow it:
+    push their inputs, or arrive."""
+    try:
+        op = Op(desc.get("op", 0))
+    except ValueError:
+        op = None
+    mode = desc.get("mode", 0)
+    if mode == PushMode.PUSH.value:
+        return PushMode.PUSH
+    if (mode == PushMode.AUTO.value and _can_push(desc, params, op)
+            and _push_bytes(desc) <= params.auto_threshold):
+        return PushMode.PUSH
+    return PushMode.PULL
 
 
 def _data_reasons(desc, params, op):

@@ -14,6 +14,7 @@ the wave table); the other side uses ``In(...)`` of the same signature, i.e. its
                     <--reads----  wave table              ReadStatus
                     <--writes---  write-back              WriteStatus
                     --flag----->  write-back              stream of flag_request_layout
+                    --push----->  wave table              PushControl (push mode only)
     feeder          --rd------->  wave table              WaveTableRead
                     --release-->  table manager           SlotRelease
 
@@ -38,7 +39,7 @@ from .datapath.common import input_layout
 __all__ = ["COUNTER_BITS", "GENERATION_BITS", "counters_layout", "block_counters_layout",
            "message_layout", "job_layout", "feed_layout", "arm_layout", "flag_request_layout",
            "ProgramPort", "BarrierQuery", "RunControl", "IssueControl", "ReadStatus",
-           "WriteStatus", "WaveTableRead", "SlotRelease"]
+           "WriteStatus", "WaveTableRead", "SlotRelease", "PushControl"]
 
 #: Width of every performance and error counter (a choice: wrapping 32-bit counters).
 COUNTER_BITS = 32
@@ -63,6 +64,7 @@ _COUNTERS = (
     "bad_requests",       # requests to the ISA it does not serve
     "unknown_wresps",     # write responses dropped: unknown, duplicate or late tag
     "timeouts",           # collectives ended by the response watchdog
+    "bad_pushes",         # push writes dropped: no reserved space, not expected, misaligned
 )
 
 
@@ -91,6 +93,8 @@ def message_layout(params):
         "dst_addr":   48, "dst_scale_addr": 48,
         **{name: 1 for name in OpPlan._fields},
         "root":       params.fabric.ports,
+        "push":       1,                    # push mode: the inputs are in the push slots
+        "push_slot":  params.table_slot_bits,  # ... from this one on (the resource's first)
     })
 
 
@@ -99,7 +103,7 @@ def job_layout(params):
     ports it reads (``rmask``) and writes (``wmask``), its destination offset ``dst_off``, its data
     ``bytes`` and whether it is the message's ``last``."""
     ports = params.fabric.ports
-    return data.StructLayout({"slot": params.slot_bits, "rmask": ports, "wmask": ports,
+    return data.StructLayout({"slot": params.table_slot_bits, "rmask": ports, "wmask": ports,
                               "dst_off": params.offset_bits,
                               "bytes": range(params.fabric.max_payload + 1), "last": 1})
 
@@ -281,7 +285,7 @@ class WaveTableRead(wiring.Signature):
 
     Members
     -------
-    slot : Out(slot_bits)
+    slot : Out(table_slot_bits)
     flit : Out(range(slot_flits))
     scale_flit : Out(range(scale_flits_per_slot))
     en : Out(1)
@@ -298,7 +302,7 @@ class WaveTableRead(wiring.Signature):
     def __init__(self, params):
         f = params.fabric
         super().__init__({
-            "slot":        Out(params.slot_bits),
+            "slot":        Out(params.table_slot_bits),
             "flit":        Out(range(params.slot_flits)),
             "scale_flit":  Out(range(params.scale_flits_per_slot)),
             "en":          Out(1),
@@ -323,3 +327,34 @@ class SlotRelease(wiring.Signature):
     def __init__(self):
         super().__init__({"release": Out(1), "end": Out(1)})
 
+
+
+class PushControl(wiring.Signature):
+    """Wave controller -> wave table, in push mode (``push_resources > 0``): is a pushed
+    collective's input in, and hand its reserved space back.
+
+    Members
+    -------
+    sync : Out(range(push_resources))
+        The push resource asked about (meaningful only with a push descriptor in hand).
+    mask : Out(ports)
+        Its participants.
+    ready : In(1)
+        The first data flit of every participant of ``mask`` is in ``sync``'s first push slot
+        (INT8 scales are pushed before the data, so they are in too): the collective can start.
+    error : In(1)
+        Something pushed to ``sync`` since its space was last handed back was dropped, or came
+        from a port outside ``mask``: the collective ends with ERROR.
+    rearm : Out(1)
+        Pulse: ``sync``'s input has been read; empty its slots for the next generation and clear
+        its error.
+    """
+
+    def __init__(self, params):
+        super().__init__({
+            "sync":  Out(range(max(1, params.push_resources))),
+            "mask":  Out(params.fabric.ports),
+            "ready": In(1),
+            "error": In(1),
+            "rearm": Out(1),
+        })

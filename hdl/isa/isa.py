@@ -66,7 +66,9 @@ class Isa(wiring.Component):
     REQ     arrivals (ATOMIC_ADD at a sync      read requests for wave data and scales
             resource)
     WRITE   (none expected: dropped, counted)   result data, scales, completion flags
-    RDATA   read responses -> wave tables       (none)
+    RDATA   read responses -> wave tables;      (none)
+            push mode: also the push WRITEs
+            (the switch port steers them here)
     WRESP   write responses (tracked)           arrival acknowledgements
     ======  ==================================  =======================================
 
@@ -134,6 +136,8 @@ class Isa(wiring.Component):
         connect(m, wt.status, ctl.reads)
         connect(m, wb.status, ctl.writes)
         connect(m, ctl.flag, wb.flag)
+        if p.push_slots:
+            connect(m, ctl.push, wt.push)
 
         # Data path: issuer -> wave tables -> feeder -> datapath (or, copying, past it) ->
         # write-back.
@@ -173,6 +177,8 @@ class Isa(wiring.Component):
             for name, _ in block.counters.shape():
                 terms.setdefault(name, []).append(block.counters[name])
         names = [name for name, _ in counters_layout()]
+        if not self._params.push_slots:
+            terms["bad_pushes"] = [0]       # no push mode: nothing to drop
         missing = set(names) - set(terms)
         assert sorted(terms) == sorted(names), f"counters without a source: {missing}"
         for name in names:

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Module, Signal, Mux, Cat
+from amaranth.hdl import Module, Signal, Mux, Cat, Const
 from amaranth.lib import wiring, stream, data, fifo
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -86,6 +86,8 @@ class ReadIssuer(wiring.Component):
         room = self._request_queues(m, hdr, push, to)
         w = self._walk(m)
 
+        # Push mode: the inputs are already in the resource's push slots; no slot, no read.
+        pushed = msg.push if p.push_slots else Const(0, 1)
         slot = Signal(p.slot_bits)     # the slot of the pending scale read
         issue = Signal(p.read_seq_bits)  # issue number of the next slot armed (never reset)
         slot_issue = Signal(p.read_seq_bits)  # ... and of the pending scale read's slot
@@ -99,7 +101,7 @@ class ReadIssuer(wiring.Component):
                     m.next = "SLOT"
             with m.State("SLOT"):
                 m.d.comb += busy.eq(1)
-                go = self.alloc.valid & self.job.ready & room & ~flush
+                go = self.alloc.valid & self.job.ready & room & ~flush & ~pushed
                 m.d.comb += [
                     self.alloc.ready.eq(go),
                     self.arm.valid.eq(go),
@@ -132,6 +134,8 @@ class ReadIssuer(wiring.Component):
                         m.next = "SCALE"
                     with m.Elif(w.last):
                         m.next = "IDLE"
+                with m.If(pushed):
+                    self._push_jobs(m, w)
                 with m.If(flush):
                     m.next = "IDLE"
             with m.State("SCALE"):
@@ -158,6 +162,27 @@ class ReadIssuer(wiring.Component):
         with m.If(self.arm.valid):
             m.d.sync += c.slots.eq(c.slots + 1)
         return m
+
+    def _push_jobs(self, m, w):
+        """Push mode, in SLOT: hand the feeder one job a segment, in the push slot its source
+        offset names (the participants pushed their inputs at their source offsets), with no
+        slot to allocate, nothing to arm and no request to send."""
+        p = self._params
+        msg = self.run.msg
+        go = self.job.ready & ~self.run.flush
+        lg = exact_log2(p.fabric.max_payload)
+        m.d.comb += [
+            self.job.valid.eq(go),
+            self.job.payload.slot.eq(msg.push_slot + w.src_off[lg:]),
+            self.job.payload.rmask.eq(w.rmask), self.job.payload.wmask.eq(w.wmask),
+            self.job.payload.dst_off.eq(w.dst_off),
+            self.job.payload.bytes.eq(w.chunk),
+            self.job.payload.last.eq(w.last),
+        ]
+        with m.If(go):
+            m.d.comb += w.step.eq(1)
+            with m.If(w.last):
+                m.next = "IDLE"
 
     def _request_queues(self, m, hdr, push, to):
         """One small request queue per port; ``push`` queues the request ``hdr`` at the ports of

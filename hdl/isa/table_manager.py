@@ -30,7 +30,8 @@ class TableManager(wiring.Component):
     release : In(SlotRelease)
         From the feeder: a slot has been read out (``release``), the last of its message (``end``).
     run : In(RunControl)
-        Only ``flush``: the wave controller is aborting a collective; every slot is free again and
+        ``msg.push``: the slots being released are push slots, not this manager's (ignored).
+        ``flush``: the wave controller is aborting a collective; every slot is free again and
         allocation restarts at slot 0 (``counters.waves`` keeps counting).
     free : Out(range(slots + 1))
         Free slots.
@@ -57,7 +58,8 @@ class TableManager(wiring.Component):
         taken = self.alloc.valid & self.alloc.ready
         freed = Signal(range(p.slots + 1))
         waves = self.counters.waves
-        with m.If(self.release.release):
+        # A push collective's slots are the resource's own, handed back by the controller.
+        with m.If(self.release.release & ~self.run.msg.push):
             with m.If(self.release.end | (in_wave + 1 == p.slots_per_wave)):
                 m.d.comb += freed.eq(in_wave + 1)
                 m.d.sync += [in_wave.eq(0), waves.eq(waves + 1)]

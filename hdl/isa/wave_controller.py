@@ -8,13 +8,14 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from ..params import check_type, check_int
-from .descriptor import (IsaParams, Op, FlagMode, FlagStatus, descriptor_layout, MAX_PORTS,
-                         IMPLEMENTED_OPS, SHARDED_OPS, ROOTED_OPS, IN_PLACE_OPS, buffer_alignment)
+from .descriptor import (IsaParams, Op, FlagMode, FlagStatus, PushMode, descriptor_layout,
+                         MAX_PORTS, IMPLEMENTED_OPS, SHARDED_OPS, ROOTED_OPS, IN_PLACE_OPS,
+                         PUSH_OPS, buffer_alignment)
 from .plan import OpPlan, op_plan
 from .dtype import DType, BLOCK_ELEMENTS
 from .interfaces import (counters_layout, block_counters_layout, flag_request_layout,
                          ProgramPort, BarrierQuery, RunControl, IssueControl, ReadStatus,
-                         WriteStatus)
+                         WriteStatus, PushControl)
 
 
 __all__ = ["WaveController", "DescriptorCheck", "Watchdog", "counters_layout"]
@@ -40,6 +41,10 @@ class DescriptorCheck(wiring.Component):
         The port of rank ``root`` (one-hot; 0 when ``root`` names no participant).
     in_place : Out(1)
         ``src_addr == dst_addr``: the result over the input (:func:`~.plan.op_plan`).
+    push : Out(1)
+        It runs in push mode (:func:`~.descriptor.push_mode`: PUSH, or AUTO under the threshold,
+        where the op, the resource's space and the size allow; a PUSH that cannot push is bad and
+        has no usable barrier: its participants' pushes have nowhere to go).
     """
 
     def __init__(self, params):
@@ -51,6 +56,7 @@ class DescriptorCheck(wiring.Component):
             "mask":       Out(params.fabric.ports),
             "root":       Out(params.fabric.ports),
             "in_place":   Out(1),
+            "push":       Out(1),
         })
 
     def elaborate(self, platform):
@@ -69,13 +75,30 @@ class DescriptorCheck(wiring.Component):
                                       for i in range(f.ports))),
                      self.in_place.eq(desc.src_addr == desc.dst_addr)]
         root_ok = ~is_op(ROOTED_OPS) | (self.root != 0)
+        mode_ok, bad_push = self._push(m, is_op)
         m.d.comb += [
             self.ok.eq(op_ok & parts_ok & sync_ok & root_ok & aligned(desc.flag_addr, 4)
-                       & ((desc.op == Op.BARRIER) | self._data_ok(is_op))),
-            self.barrier_ok.eq(sync_ok & (d_mask != 0)),
+                       & ((desc.op == Op.BARRIER) | self._data_ok(is_op)) & mode_ok & ~bad_push),
+            self.barrier_ok.eq(sync_ok & (d_mask != 0) & ~bad_push),
             self.mask.eq(d_mask),
         ]
         return m
+
+    def _push(self, m, is_op):
+        """Drive ``push``; return (the mode is valid, it is a PUSH that cannot push): the
+        hardware twin of ``_push_reasons`` and :func:`~.descriptor.push_mode`."""
+        p = self._params
+        desc = self.desc
+        mode_ok = desc.mode.as_value() != 3   # (3 is no PushMode)
+        if not p.push_resources:
+            return mode_ok, desc.mode == PushMode.PUSH
+        nbytes = Mux(desc.dtype == DType.INT8, desc.elements, desc.elements * 2)
+        can = (is_op(PUSH_OPS) & (desc.sync < p.push_resources)
+               & (nbytes <= p.push_capacity))
+        m.d.comb += self.push.eq(can & ((desc.mode == PushMode.PUSH)
+                                        | ((desc.mode == PushMode.AUTO)
+                                           & (nbytes <= p.auto_threshold))))
+        return mode_ok, (desc.mode == PushMode.PUSH) & ~can
 
     def _data_ok(self, is_op):
         """The checks of a data-moving descriptor (``_data_reasons`` of ``check_descriptor``)."""
@@ -194,6 +217,11 @@ class WaveController(wiring.Component):
         From the write-back.
     flag : Out(stream.Signature(flag_request_layout))
         The completion flags, to the write-back.
+    push : Out(PushControl)
+        To the wave table, in push mode only (``push_resources > 0``): a push descriptor starts
+        when its inputs have begun to arrive (``push.ready``) instead of at its barrier (its
+        generation still advances), reports ``push.error`` in its flags, and hands its space back
+        (``push.rearm``) when its first flag is taken (every input has been read by then).
     counters : Out(busy_cycles, barrier_cycles, collectives, bad_descriptors, stall_wresp, timeouts)
     """
 
@@ -207,6 +235,7 @@ class WaveController(wiring.Component):
             "reads":    In(ReadStatus()),
             "writes":   In(WriteStatus()),
             "flag":     Out(stream.Signature(flag_request_layout(params))),
+            **({"push": Out(PushControl(params))} if params.push_slots else {}),
             "counters": Out(block_counters_layout(
                 "busy_cycles", "barrier_cycles", "collectives", "bad_descriptors", "stall_wresp",
                 "timeouts")),
@@ -235,6 +264,8 @@ class WaveController(wiring.Component):
             timed_out_again=Signal(),        # ... and has just expired a second time
             running=Signal(),
             full_status=Signal.like(self.flag.payload.word.status),
+            push=Signal(),                   # the descriptor runs in push mode
+            rearmed=Signal(),                # ... and has handed its push space back
         )
         r.next_pc = Mux(r.pc + 1 >= prog.length, 0, r.pc + 1)
 
@@ -263,8 +294,15 @@ class WaveController(wiring.Component):
         self._plan(m, msg, d, r.in_place)
         # Flag status bits (FlagStatus): the datapath's OVERFLOW and INVALID (the same bits as
         # DatapathStatus), and ERROR for any AXI error on a read or a write.
+        push_error = 0
+        if p.push_slots:
+            m.d.comb += [self.push.sync.eq(d.sync), self.push.mask.eq(r.mask),
+                         msg.push.eq(r.push),
+                         msg.push_slot.eq(p.slots + d.sync * p.push_slots_per_resource)]
+            push_error = r.push & self.push.error
         m.d.comb += r.full_status.eq(r.status | Cat(self.writes.status,
-                                                    self.reads.error | self.writes.error))
+                                                    self.reads.error | self.writes.error
+                                                    | push_error))
 
         with m.FSM():
             self._fetch_states(m, r)
@@ -302,6 +340,15 @@ class WaveController(wiring.Component):
         m.d.sync += [c.collectives.eq(c.collectives + 1), r.pc.eq(r.next_pc)]
         m.next = "FETCH"
 
+    def _rearm(self, m, r):
+        """A push descriptor hands its space back, once: its inputs have all been read (or it
+        is given up), and its participants may push the next generation once they see a flag.
+        Its error is kept for the flags written again (ORDERED mode)."""
+        if self._params.push_slots:
+            with m.If(r.push & ~r.rearmed):
+                m.d.comb += self.push.rearm.eq(1)
+                m.d.sync += [r.rearmed.eq(1), r.status.eq(r.full_status)]
+
     def _watched(self, m, r, body):
         """A state the watchdog guards: ``body()`` runs unless the watchdog fires this cycle."""
         c = self.counters
@@ -336,6 +383,7 @@ class WaveController(wiring.Component):
                 r.in_place.eq(r.check.in_place),
                 r.bad.eq(~r.check.ok),
                 r.barrier_ok.eq(r.check.barrier_ok), r.status.eq(0), r.timed_out.eq(0),
+                r.push.eq(r.check.push & r.check.barrier_ok), r.rearmed.eq(0),
             ]
             with m.If(prog.restart):
                 self._restart(m, r)
@@ -372,7 +420,8 @@ class WaveController(wiring.Component):
             # Not its resource's turn: an earlier descriptor of the same group comes first.
             m.d.sync += r.pc.eq(r.next_pc)
             m.next = "FETCH"
-        with m.Elif(q.complete):
+        with m.Elif(Mux(r.push, self.push.ready, q.complete) if p.push_slots else q.complete):
+            # (A push descriptor's inputs are its arrivals: consuming advances the generation.)
             m.d.comb += [q.consume.eq(1), self.run.clear_error.eq(1)]
             m.d.sync += [r.generation.eq(q.generation + 1), r.flagged_error.eq(0)]
             with m.If(r.bad):
@@ -429,6 +478,7 @@ class WaveController(wiring.Component):
                 ]
                 with m.If(flag.ready):
                     m.d.sync += r.flagged_error.eq(r.full_status[_ERROR_BIT])
+                    self._rearm(m, r)
                     m.next = "FINISH"
             self._watched(m, r, flags)
         with m.State("FINISH"):
@@ -452,6 +502,7 @@ class WaveController(wiring.Component):
             # datapath and the table manager come out of it empty.
             m.d.comb += [r.running.eq(1), self.run.flush.eq(1)]
             with m.If(r.timed_out_again):
+                self._rearm(m, r)
                 self._complete(m, r)    # the TIMEOUT flags themselves went unanswered: give up
             with m.Else():
                 m.next = "FLAGS"

@@ -64,6 +64,13 @@ class SwitchPort(wiring.Component):
     nvls : bool
         Add the NVLS engine's streams (docs/NVLS.md): ``nvls_rx``/``nvls_tx``, with queues of
         their own, a third input of each class's arbiter.
+    push : bool
+        The ISA has push mode (docs/ISA.md): INC=1 WRITE-class packets (push WRITEs) go into the
+        ISA's RDATA queue, merged a packet at a time with the read responses (a
+        :class:`PacketArbiter`), because the ISA stores both in its wave tables through one write
+        port per participant; ``isa_rx`` of class WRITE then carries nothing. The ISA never
+        back-pressures that queue, so a push can never hold up a read response (or the reverse)
+        for more than a packet.
 
     Members
     -------
@@ -83,11 +90,12 @@ class SwitchPort(wiring.Component):
         Sticky transport errors (never set on a correct link).
     """
 
-    def __init__(self, params, credits=256, isa_depth=256, *, nvls=False):
+    def __init__(self, params, credits=256, isa_depth=256, *, nvls=False, push=False):
         self._params = check_params(params)
         self._credits = check_credits(credits)
         self._isa_depth = check_queue_depth(isa_depth)
         self._nvls = check_type("nvls", nvls, bool)
+        self._push = check_type("push", push, bool)
         pkt = packet_signature(params)
         members = {
             "link":         Out(link_end_signature(params)),
@@ -114,12 +122,21 @@ class SwitchPort(wiring.Component):
         for c in range(NUM_CLASSES):
             cls = MsgClass(c).name.lower()
             flt = m.submodules[f"filter_{cls}"] = PacketFilter(self._params, c, nvls=self._nvls)
-            isa_rxq = m.submodules[f"isa_rxq_{cls}"] = _Queue(self._params, self._isa_depth)
             isa_txq = m.submodules[f"isa_txq_{cls}"] = _Queue(self._params, self._isa_depth)
             arb = m.submodules[f"arbiter_{cls}"] = PacketArbiter(self._params, 3 if self._nvls else 2)
             connect(m, tp.rx[c], flt.i)
-            connect(m, flt.isa, isa_rxq.i)
-            connect(m, isa_rxq.o, flipped(self.isa_rx[c]))
+            if self._push and c == MsgClass.WRITE.value:
+                push_writes = flt.isa            # joined to the RDATA queue below; no queue here
+                m.d.comb += self.isa_rx[c].valid.eq(0)
+            else:
+                isa_rxq = m.submodules[f"isa_rxq_{cls}"] = _Queue(self._params, self._isa_depth)
+                if self._push and c == MsgClass.RDATA.value:
+                    merge = m.submodules.isa_rx_merge = PacketArbiter(self._params, 2)
+                    connect(m, flt.isa, merge.i[0])
+                    connect(m, merge.o, isa_rxq.i)
+                else:
+                    connect(m, flt.isa, isa_rxq.i)
+                connect(m, isa_rxq.o, flipped(self.isa_rx[c]))
             connect(m, flt.core, flipped(self.core_rx[c]))
             connect(m, flipped(self.isa_tx[c]), isa_txq.i)
             connect(m, isa_txq.o, arb.i[0])
@@ -136,6 +153,8 @@ class SwitchPort(wiring.Component):
             for kind in ERROR_KINDS:
                 pulses[kind].append(getattr(flt.error, kind))
 
+        if self._push:
+            connect(m, push_writes, merge.i[1])
         for kind in ERROR_KINDS:
             counter = getattr(self.errors, kind)
             m.d.sync += counter.eq(counter + sum(pulses[kind]))

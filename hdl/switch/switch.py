@@ -47,6 +47,8 @@ class Switch(wiring.Component):
     nvls : bool
         Add ``nvls_rx``/``nvls_tx``, the NVLS engine's streams of every port and class
         (:class:`SwitchPort`; docs/NVLS.md).
+    push : bool
+        The ISA has push mode: push WRITEs join its read responses (:class:`SwitchPort`).
 
     Members
     -------
@@ -62,11 +64,12 @@ class Switch(wiring.Component):
         Sticky transport error flags, one bit per port (never set on correct links).
     """
 
-    def __init__(self, params, credits=256, isa_depth=256, *, nvls=False):
+    def __init__(self, params, credits=256, isa_depth=256, *, nvls=False, push=False):
         self._params = check_params(params)
         self._credits = check_credits(credits)
         self._isa_depth = check_queue_depth(isa_depth)
         self._nvls = check_type("nvls", nvls, bool)
+        self._push = check_type("push", push, bool)
         n = params.ports
         pkt = packet_signature(params)
         members = {
@@ -97,7 +100,7 @@ class Switch(wiring.Component):
         ports = []
         for p in range(n):
             port = m.submodules[f"port{p}"] = SwitchPort(self._params, self._credits, self._isa_depth,
-                                                         nvls=self._nvls)
+                                                         nvls=self._nvls, push=self._push)
             ports.append(port)
             connect(m, port.link, flipped(self.link[p]))
             for c in range(NUM_CLASSES):

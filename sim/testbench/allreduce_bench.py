@@ -17,6 +17,7 @@ from scin.hdl.codec import pack, unpack
 from scin.hdl.endpoint.accelerator import AccOp, EventKind, command_layout, event_layout
 
 from ..allreduce import traffic_seed
+from ..push_program import push_commands
 from .env import read_int
 from .isa_program import load_program
 from .system_env import start_system, counters, switch_errors
@@ -47,12 +48,16 @@ async def allreduce(dut):
     for generation in range(1, plan["replays"] + 1):
         for e in events:
             e.items.clear()
-        # Every participant arrives in the same cycle, then waits for its flag. With ordinary
-        # traffic, each endpoint also floods the next one with writes through the switch core
-        # between its arrival and its wait, so they race the collective on every link (the latency
-        # measured then includes that contention).
+        # Every participant arrives (or, in push mode, starts pushing its input) in the same
+        # cycle, then waits for its flag. With ordinary traffic, each endpoint also floods the
+        # next one with writes through the switch core between its arrival and its wait, so they
+        # race the collective on every link (the latency measured then includes that contention).
         for i in parts:
-            cmds[i].send(pack(cl, op=AccOp.ARRIVE, addr=desc["sync"], length=1, tag=generation))
+            if plan["pushed"]:
+                cmds[i].send(*(pack(cl, c) for c in push_commands(sp.isa, desc, i, generation)))
+            else:
+                cmds[i].send(pack(cl, op=AccOp.ARRIVE, addr=desc["sync"], length=1,
+                                  tag=generation))
         if plan["traffic"] and generation == 1:
             for i in range(n):
                 for k in range(plan["traffic_bytes"] // 4096):
@@ -73,7 +78,9 @@ async def allreduce(dut):
                 while events[i].items:
                     ev = unpack(el, events[i].items.pop(0))
                     if ev["kind"] == EventKind.SENT.value and ev["tag"] == generation:
-                        sent[i] = ev["cycle"]   # the arrival write left the endpoint
+                        # The arrival left the endpoint; pushing, its first WRITE (the first
+                        # SENT of the generation: docs/PERFORMANCE.md).
+                        sent.setdefault(i, ev["cycle"])
                     elif ev["kind"] == EventKind.FLAG.value:
                         flags[i] = ev
             if len(flags) == len(parts) and all(c.idle for c in cmds):

@@ -13,8 +13,8 @@ Faults are injected per request with :meth:`EndpointModel.on_read` / :meth:`Endp
 import cocotb
 from cocotb.triggers import RisingEdge
 
-from scin.hdl.codec import unpack
-from scin.hdl.isa import flag_layout
+from scin.hdl.codec import pack, unpack
+from scin.hdl.isa import ReadKind, flag_layout, push_addr_layout
 from scin.hdl.packet import MsgClass, Opcode, Status
 
 from .streams import StreamSource, StreamSink
@@ -54,6 +54,23 @@ class EndpointModel:
         pkt = make_packet(self.params, opcode=Opcode.ATOMIC_ADD, inc=1, src=self.port,
                           dst=self.port, addr=sync, length=1, tag=tag)
         self.to_isa[MsgClass.REQ].send(*pkt)
+
+    def push(self, isa_params, sync, data, scales=b"", *, offset=0):
+        """Push mode (docs/ISA.md): write ``data`` (and first, for INT8, its block ``scales``)
+        into sync resource ``sync``'s reserved space, as the switch port hands push WRITEs to the
+        ISA: in the RDATA-class stream, a slot's worth (``max_payload`` bytes of data, or their
+        scales) per WRITE, from byte ``offset`` of the input on (its scales from ``offset // 32``).
+        """
+        page = self.params.max_payload
+        layout = push_addr_layout(isa_params)
+        spage = isa_params.scale_bytes_per_slot
+        for kind, raw, at, step in ((ReadKind.SCALE, scales, offset // 32, spage),
+                                    (ReadKind.DATA, data, offset, page)):
+            for k in range(0, len(raw), step):
+                addr = pack(layout, offset=at + k, kind=kind, sync=sync)
+                self.to_isa[MsgClass.RDATA].send(*self._data_packet(
+                    Opcode.WRITE, {"tag": 0}, bytes(raw[k:k + step]), cls=MsgClass.WRITE,
+                    addr=addr))
 
     def flag(self, addr):
         """The 32-bit flag word at ``addr`` (an integer of :func:`flag_layout`)."""
@@ -173,11 +190,11 @@ class EndpointModel:
                 for _, cls, pkt in due:
                     self.to_isa[cls].send(*pkt)
 
-    def _data_packet(self, opcode, req, data, status=Status.OK):
+    def _data_packet(self, opcode, req, data, status=Status.OK, cls=MsgClass.RDATA, addr=0):
         p = self.params
-        header = p.pack_header(opcode=opcode.value, msg_class=MsgClass.RDATA.value, inc=1,
+        header = p.pack_header(opcode=opcode.value, msg_class=cls.value, inc=1,
                                src=self.port, dst=self.port, tag=req["tag"], length=len(data),
-                               status=Status(status).value)
+                               status=Status(status).value, addr=addr)
         fb = p.flit_bytes
         words = [int.from_bytes(data[i:i + fb], "little") for i in range(0, len(data), fb)]
         flits = [header] + words
