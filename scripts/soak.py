@@ -182,6 +182,11 @@ def run(args):
     print(f"  {'operation':{w}s} {'ok':>5s} {'failed':>7s}")
     for op, counts in summary["ops"].items():
         print(f"  {op:{w}s} {counts['ok']:5d} {counts['FAILED']:7d}")
+    if summary.get("modes"):
+        print(f"  {'descriptor mode':{w}s} {'ok':>5s} {'failed':>7s}   "
+              f"({summary['pushed']} pushed)")
+        for mode, counts in summary["modes"].items():
+            print(f"  {mode:{w}s} {counts['ok']:5d} {counts['FAILED']:7d}")
     if not args.nvls:
         print(f"  ordinary writes intact: {summary['ordinary_writes_intact']} of "
               f"{summary['ordinary_writes']}")

@@ -20,7 +20,23 @@ cycles), ordinary traffic between endpoints during the collective, and a fault c
   not checked: it is not claimed);
 * ``bad_desc``: one of the descriptor errors that still has a barrier (:data:`BAD_DESC_KINDS`,
   in turn; each drawn with an operation it applies to, barriers too); every flag must carry
-  ``ERROR`` and the window must hold the inputs only (no result written).
+  ``ERROR`` and the window must hold the inputs only (no result written). Or one of the PUSH
+  descriptors that cannot push (:data:`PUSH_BAD_KINDS`): no usable barrier, so the ISA writes
+  ``ERROR`` flags of generation 0 at once; its participants neither arrive nor push, and the
+  flag word in memory must be that one.
+
+With push space (``SoakConfig.push_capacity``, one push resource: sync resource 0, as
+:func:`~scin.sim.allreduce.plan_params` builds it, so the soak shares its build with
+``scin allreduce --mode push`` on the same hardware), each collective also gets the descriptor's
+``mode`` (docs/ISA.md, Push mode), drawn from a stream of its own (:func:`_draw_mode`; the rest of
+a seed's draw is what it was before push mode): an operation that can be pushed (``PUSH_OPS``)
+with an input that fits the space is drawn PULL, PUSH or AUTO, and a pushed one (PUSH, or AUTO
+resolved by :func:`~scin.hdl.isa.push_mode`) goes on resource 0, whose participants push their
+inputs (:func:`~scin.sim.push_program.push_commands`) instead of arriving; the others PULL or
+AUTO (which then pulls: no space, an operation that is not pushed, or an input over the
+threshold), and a faulty one never pushes. Several pushed collectives share resource 0 in one
+batch only when each one's participants took part in every earlier one there (so each has seen
+the earlier flag, and the space is free again, before it pushes).
 
 Groups are random subsets of two or more endpoints, or (``groups="halves"``) two fixed halves
 alternating in the program, as two tensor-parallel groups sharing one switch; then the two
@@ -59,9 +75,11 @@ from .allreduce import (CollectiveConfig, memory_map, expected_images, write_mem
                         plan_params, region_image, flit_loads, ROOTED_OPS, _runs_dir)
 from .collective_buffers import Buffers
 from .coverage import SHARDED, Coverage, bins_of
+from ..hdl.isa import Op, PUSH_OPS
 
 __all__ = ["SoakConfig", "make_plan", "run_soak", "verify", "expected_window", "FAULTS", "OPS",
-           "BAD_DESC_KINDS", "plan_coverage", "collectives_coverage", "collective_entry"]
+           "BAD_DESC_KINDS", "PUSH_BAD_KINDS", "PUSHABLE", "MODES", "plan_coverage",
+           "collectives_coverage", "collective_entry"]
 
 FAULTS = ("none", "decerr", "bad_desc")
 #: The operations the soak draws: the golden model's data operations, and barrier.
@@ -77,22 +95,39 @@ BAD_DESC_KINDS = ("misaligned", "root_not_a_rank", "zero_length", "shard_not_who
 #: errors need a data operation; a root only Broadcast and Reduce have; whole-flit shards only
 #: ReduceScatter and AllGather need; an unknown op or a port the switch lacks spoils any
 #: descriptor, a barrier's too. DECERR needs reads.
+#: The operations the ISA pushes (``PUSH_OPS`` of :mod:`scin.hdl.isa`), by their names here.
+PUSHABLE = tuple(op for op in numerics.OPS if Op[op.upper().replace("-", "_")] in PUSH_OPS)
+#: The PUSH descriptors that cannot push (docs/ISA.md, Push mode): each is bad and has no usable
+#: barrier, so its ERROR flags (generation 0) are written at once, once per program load.
+#: Drawn, in turn, for a share :data:`PUSH_FAULT_SHARE` of ``fault_rate`` of the collectives
+#: drawn good: PUSH on a resource without push space (an operation that can be pushed), PUSH of
+#: an operation that cannot be pushed (barriers too), PUSH of an input larger than the space.
+PUSH_BAD_KINDS = ("push_no_space", "push_not_pushable", "push_too_large")
+PUSH_FAULT_SHARE = 0.25
+#: The descriptor modes (:class:`~scin.hdl.isa.PushMode`), as the summary names them.
+MODES = ("pull", "push", "auto")
 FAULT_OPS = {"none": OPS, "decerr": numerics.OPS, "bad_desc": numerics.OPS,
              "bad_op": OPS, "absent_port": OPS, "root_not_a_rank": ROOTED_OPS,
-             "shard_not_whole_flits": SHARDED}
+             "shard_not_whole_flits": SHARDED, "push_no_space": PUSHABLE,
+             "push_not_pushable": tuple(op for op in OPS if op not in PUSHABLE),
+             "push_too_large": PUSHABLE}
 IN_PLACE_SHARE = 0.3
 MEM_SIZE = 4 << 20
 SCRATCH = 3 << 20            # ordinary writes land in the top MiB, 4 KiB per write
 FLAG_BASE = SCRATCH - 64 * 1024   # flag k at FLAG_BASE + 4 k; the buffers lie below
 SLOTS_PER_DST = (MEM_SIZE - SCRATCH) // 4096
+#: The ISA's push space per participant (one push resource, sync resource 0).
+PUSH_CAPACITY = 16384
 
 class SoakConfig:
     """Parameters of one soak. ``count`` collectives from ``seed`` on ``endpoints`` endpoints."""
 
     def __init__(self, count=20, seed=1, endpoints=4, sim="verilator", fault_rate=0.2,
                  traffic_rate=0.3, reorder=True, capacity=16384, waves=4, max_size=None,
-                 groups="random", nvls=False):
+                 groups="random", nvls=False, push_capacity=PUSH_CAPACITY):
         # nvls: the NVLS soak (:mod:`.nvls_soak`) on the 64 KiB memories of the NVLS system.
+        # push_capacity: the push space per participant of sync resource 0 (0: no push mode;
+        # the NVLS soak's switch has none).
         if max_size is None:
             max_size = 4096 if nvls else 32768
         top = 8 << 10 if nvls else 256 << 10
@@ -115,13 +150,22 @@ class SoakConfig:
         self.count, self.seed, self.endpoints, self.sim = count, seed, endpoints, sim
         self.fault_rate, self.traffic_rate = fault_rate, traffic_rate
         self.reorder, self.capacity, self.waves, self.max_size = reorder, capacity, waves, max_size
+        if not isinstance(push_capacity, int) or push_capacity < 0 or push_capacity % 4096:
+            raise ValueError(f"push_capacity must be a whole number of 4 KiB slots, "
+                             f"not {push_capacity!r}")
         self.groups, self.nvls = groups, nvls
+        self.push_capacity = 0 if nvls else push_capacity
 
     def hardware(self):
-        """The plan dict :func:`plan_params` takes."""
-        return {"flit_width": 256, "endpoints": self.endpoints, "capacity": self.capacity,
-                "outstanding": self.waves, "one_way_latency": 90, "mem_latency": 40,
-                "mem_size": MEM_SIZE, "reorder": self.reorder}
+        """The plan dict :func:`plan_params` takes: with push space, one push resource of
+        ``push_capacity`` bytes per participant (as ``scin allreduce --mode push`` builds it, so
+        tb/test_system.py's cases on this hardware share the soak's simulator build)."""
+        hw = {"flit_width": 256, "endpoints": self.endpoints, "capacity": self.capacity,
+              "outstanding": self.waves, "one_way_latency": 90, "mem_latency": 40,
+              "mem_size": MEM_SIZE, "reorder": self.reorder}
+        if self.push_capacity:
+            hw["push_capacity"] = self.push_capacity
+        return hw
 
 
 def _inputs(rng, dtype, n, elements):
@@ -205,6 +249,15 @@ def _break(desc, kind, rng, isa, n_members):
         if desc["dtype"] == DType.INT8.value:
             desc["dtype"] = DType.FP16.value
         desc["elements"] = 16 * max(1, desc["elements"] // 16) + 8
+    elif kind == "push_too_large":
+        # One block more than the push space holds (a whole number of INT8 blocks and flits, so
+        # the space is the only reason); the window stays the drawn one: nothing moves.
+        unit = 1 if desc["dtype"] == DType.INT8.value else 2
+        shards = bin(desc["participants"]).count("1") if desc["op"] == Op.REDUCE_SCATTER.value \
+            else 1
+        desc["elements"] = (isa.push_capacity // shards // unit // 64 + 1) * 64
+    elif kind in ("push_no_space", "push_not_pushable"):
+        pass    # its mode (PUSH) with the resource or operation drawn spoils it
     else:
         # A port the switch lacks next to the real ones: the barrier of the real ones still runs.
         desc["participants"] |= 1 << rng.randint(isa.fabric.ports, MAX_PORTS - 1)
@@ -277,25 +330,35 @@ def _draw_collective(cfg, rng, k, isa, bad_so_far, avoid, members=None):
 
 
 def collective_entry(rng, k, isa, members, fault, kind, shape, layout, addr, *, flag, sync,
-                     generation):
+                     generation, mode="pull"):
     """Collective ``k`` of ``shape`` (drawn by :func:`_draw_collective`) with its buffers
     (``layout``, :func:`~scin.sim.allreduce.memory_map`'s keys, ``layout["flag"]`` the window's
     bytes) at ``addr``: draws its flag mode, spoils the descriptor with its fault, draws the
-    inputs. Returns ``(descriptor, expected entry, loads)``: the entry :func:`verify` (and
+    inputs. ``mode`` is the descriptor's :class:`~scin.hdl.isa.PushMode` name; a faulty
+    descriptor that still has a barrier is never pushed (its AUTO, were it to push, becomes
+    PULL). Returns ``(descriptor, expected entry, loads)``: the entry :func:`verify` (and
     :func:`_check_collective`) takes, and each member's regions to load, as offsets into the
     window. The NVLS soak (:mod:`.nvls_soak`) places its SCIN collectives with it too."""
-    from ..hdl.isa import FlagMode, FlagStatus, check_descriptor
+    from ..hdl.isa import FlagMode, FlagStatus, PushMode, check_descriptor, push_mode
     data_flags = (FlagStatus.OVERFLOW | FlagStatus.INVALID).value
     window = layout["flag"]
     desc = _descriptor(shape, layout, addr, flag_mode=rng.choice(list(FlagMode)).value,
-                       sync=sync, participants=sum(1 << i for i in members), flag_addr=flag)
+                       sync=sync, participants=sum(1 << i for i in members), flag_addr=flag,
+                       mode=PushMode[mode.upper()].value)
     if fault == "decerr":
         # The input lies beyond the end of every participant's memory: reads answer DECERR.
         desc["src_addr"] = MEM_SIZE
     elif fault == "bad_desc":
         _break(desc, kind, rng, isa, len(members))
+    no_barrier = kind in PUSH_BAD_KINDS
+    if fault != "none" and not no_barrier and push_mode(desc, isa) == PushMode.PUSH:
+        # Its participants arrive (the input of a DECERR fault is not in memory to push).
+        desc["mode"], mode = PushMode.PULL.value, "pull"
+    pushed = fault == "none" and push_mode(desc, isa) == PushMode.PUSH
     reasons = check_descriptor(desc, isa)
     assert bool(reasons) == (fault == "bad_desc"), (k, fault, kind, desc, reasons)
+    assert not no_barrier or desc["mode"] == PushMode.PUSH.value and reasons[-1:] and \
+        "push" in reasons[-1], (k, kind, desc, reasons)
     data, scales = (None, None) if shape.op == "barrier" else \
         _inputs(rng, shape.dtype, len(members), shape.shards_in * shape.elements)
     loads, want, status = _outcome(shape, layout, fault, data, scales)
@@ -308,8 +371,76 @@ def collective_entry(rng, k, isa, members, fault, kind, shape, layout, addr, *, 
              # Faults: the ERROR bit is required; with DECERR the data read is not the input, so
              # other status bits are not predicted.
              "want_status": (status & data_flags) if fault == "none" else FlagStatus.ERROR.value,
-             "generation": generation, "flag": flag}
+             # A PUSH that cannot push has no barrier: its ERROR flags carry generation 0.
+             "generation": 0 if no_barrier else generation, "flag": flag,
+             "mode": mode, "pushed": pushed, "no_barrier": no_barrier}
     return desc, entry, loads
+
+
+class _Batch:
+    """The sync resources the collectives of one batch (``sync_resources`` of them, loaded as one
+    program) have taken so far: ``used``; ``zero``, the member sets of the pushed collectives on
+    resource 0 (the push resource) in program order; ``zero_closed`` once something else took
+    resource 0 (no further collective may push there in this batch)."""
+
+    def __init__(self):
+        self.used, self.zero, self.zero_closed = set(), [], False
+
+    def take(self, sync, members=None):
+        """Take ``sync`` for a collective; ``members``: it pushes (on resource 0)."""
+        self.used.add(sync)
+        if sync == 0:
+            if members is None:
+                self.zero_closed = True
+            else:
+                self.zero.append(set(members))
+        return sync
+
+
+def _draw_mode(cfg, rng, isa, members, fault, kind, shape, layout, batch, push_bad_so_far):
+    """The descriptor mode and sync resource of a collective drawn as ``members``, ``fault``,
+    ``kind``, ``shape`` (:func:`_draw_collective`), in ``batch`` (:class:`_Batch`), from ``rng``
+    (the modes' own stream). Returns ``(mode, sync, fault, kind)``: a collective drawn good may
+    become a PUSH that cannot push (:data:`PUSH_BAD_KINDS`, in turn from ``push_bad_so_far``,
+    with the share :data:`PUSH_FAULT_SHARE` of ``fault_rate``).
+
+    Only resource 0 has push space. A pushed collective takes it when every earlier collective
+    of the batch there was pushed by a superset of its members (each of its members then waits
+    for that flag before it pushes: the space is free again); anything else goes to a free
+    resource without push space, or to resource 0 when no other is left (closing it)."""
+    from ..hdl.isa import PushMode, check_descriptor, push_mode
+    others = [r for r in range(isa.sync_resources) if r and r not in batch.used]
+
+    def elsewhere():
+        return batch.take(rng.choice(others)) if others else batch.take(0)
+
+    def probe(mode):
+        return _descriptor(shape, layout, 0, flag_mode=0, sync=0, flag_addr=0,
+                           participants=sum(1 << i for i in members),
+                           mode=PushMode[mode.upper()].value)
+    # It can be pushed on resource 0 (its operation, its size), and may join the pushes there.
+    pushable = fault == "none" and not check_descriptor(probe("push"), isa)
+    joinable = not batch.zero_closed and all(set(members) <= m for m in batch.zero)
+    if fault == "none" and rng.random() < cfg.fault_rate * PUSH_FAULT_SHARE:
+        can = {"push_no_space": shape.op in PUSHABLE and others,
+               "push_not_pushable": shape.op not in PUSHABLE,
+               "push_too_large": shape.op in PUSHABLE and joinable}
+        for j in range(len(PUSH_BAD_KINDS)):
+            kind = PUSH_BAD_KINDS[(push_bad_so_far + j) % len(PUSH_BAD_KINDS)]
+            if can[kind]:
+                sync = batch.take(0) if kind == "push_too_large" else \
+                    batch.take(rng.choice(others)) if kind == "push_no_space" else elsewhere()
+                return "push", sync, "bad_desc", kind
+        kind = None
+    if pushable and joinable:
+        mode = rng.choice(MODES)
+        if mode == "pull":
+            return mode, elsewhere(), fault, kind
+        pushed = push_mode(probe(mode), isa) == PushMode.PUSH
+        return mode, batch.take(0, members if pushed else None), fault, kind
+    # Pulled: PULL, or AUTO, which pulls here (no push space, an operation or a size that is
+    # not pushed; a faulty descriptor's AUTO is made PULL if it would push: collective_entry).
+    return rng.choice(("pull", "auto")), elsewhere(), fault, kind
 
 
 def make_plan(cfg):
@@ -328,28 +459,39 @@ def make_plan(cfg):
     addr = 0
     generation = Counter()
     scratch_next = [0] * cfg.endpoints   # next free 4 KiB scratch slot at each destination
+    # The modes have a stream of their own: the rest of a seed's draw is what it was before.
+    mode_rng = random.Random(f"push mode {cfg.seed}")
     for k in range(cfg.count):
-        sync = k % isa.sync_resources
+        if k % isa.sync_resources == 0:
+            batch = _Batch()
         # halves: collective k + 1 runs on the other group next to k, with another operation.
         avoid = expected[-1]["op"] if cfg.groups == "halves" and k % 2 else None
-        bad_so_far = sum(e["fault"] == "bad_desc" for e in expected)
+        bad_so_far = sum(e["bad_kind"] in BAD_DESC_KINDS for e in expected)
         members, fault, kind, shape = _draw_collective(cfg, rng, k, isa, bad_so_far, avoid)
         layout = memory_map(shape)[0]
         window = layout["flag"]          # the buffers, from src to the end of the scales
         if addr + window > FLAG_BASE:
             raise ValueError(f"{cfg.count} collectives of up to {cfg.max_size} bytes do not fit in "
                              f"the {MEM_SIZE >> 20} MiB memories; lower --count or --max-size")
-        generation[sync] += 1
+        if isa.push_resources:
+            mode, sync, fault, kind = _draw_mode(
+                cfg, mode_rng, isa, members, fault, kind, shape, layout, batch,
+                sum(e["bad_kind"] in PUSH_BAD_KINDS for e in expected))
+        else:
+            mode, sync = "pull", k % isa.sync_resources
+        # A PUSH that cannot push has no barrier: it does not advance its resource's generation.
+        generation[sync] += kind not in PUSH_BAD_KINDS
         desc, entry, loads = collective_entry(rng, k, isa, members, fault, kind, shape, layout,
                                               addr, flag=FLAG_BASE + 4 * k, sync=sync,
-                                              generation=generation[sync])
+                                              generation=generation[sync], mode=mode)
         for j, i in enumerate(members):
             images[i] += flit_loads(loads[j], window, isa.fabric.flit_bytes, base=addr)
         traffic = _draw_traffic(cfg, rng, members, scratch_next)
         stalls = {i: rng.choice((0, 0, rng.randint(1, 400))) for i in members}
         colls.append({"k": k, "batch_index": sync, "op": shape.op, "desc": desc,
-                      "members": members, "generation": generation[sync], "stalls": stalls,
-                      "traffic": traffic})
+                      "members": members, "generation": entry["generation"], "stalls": stalls,
+                      "traffic": traffic, "pushed": entry["pushed"],
+                      "no_barrier": entry["no_barrier"]})
         expected.append(entry)
         addr += window
     plan = {**cfg.hardware(), "collectives": colls, "sync_resources": isa.sync_resources,
@@ -365,17 +507,19 @@ def plan_coverage(plan, expected):
     return collectives_coverage([(c["desc"], e) for c, e in
                                  zip(plan["collectives"], expected, strict=True)],
                                 endpoints=plan["endpoints"], flit_bytes=plan["flit_width"] // 8,
-                                capacity=plan["capacity"])
+                                capacity=plan["capacity"], push=bool(plan.get("push_capacity")))
 
 
-def collectives_coverage(pairs, *, endpoints, flit_bytes, capacity):
+def collectives_coverage(pairs, *, endpoints, flit_bytes, capacity, push=False):
     """The functional coverage of the collectives ``pairs`` (``(descriptor, expected entry)``,
-    as :func:`collective_entry` gives them) on ``endpoints`` ports."""
+    as :func:`collective_entry` gives them) on ``endpoints`` ports; ``push``: the ISA has push
+    space, so the PUSH descriptors that cannot push (:data:`PUSH_BAD_KINDS`) are fault bins."""
     from ..hdl.isa import FlagMode
     # A write error is a fault class of the space the soak does not draw (its DECERR is on the
     # reads; tb/test_faults.py injects write errors, directed): a hole by construction, listed so
     # that the report says so.
-    faults = ("none", "decerr", "decerr_write") + tuple(f"bad_desc:{k}" for k in BAD_DESC_KINDS)
+    kinds = BAD_DESC_KINDS + (PUSH_BAD_KINDS if push else ())
+    faults = ("none", "decerr", "decerr_write") + tuple(f"bad_desc:{k}" for k in kinds)
     cov = Coverage(faults, {**FAULT_OPS, "decerr_write": numerics.OPS}, endpoints)
     for desc, e in pairs:
         mode = FlagMode(desc["flag_mode"]).name.lower()
@@ -448,9 +592,20 @@ def _describe(e):
         text += f", root {e['root']}"
     if e["in_place"]:
         text += ", in place"
+    if e.get("mode", "pull") != "pull":
+        text += f", {_mode_label(e)}"
     if e["fault"] != "none":
         text += f", {e['fault']}" + (f":{e['bad_kind']}" if e["bad_kind"] else "")
     return text
+
+
+def _mode_label(e):
+    """``pull``, ``push``, ``auto:push`` or ``auto:pull``: collective ``e``'s descriptor mode, an
+    AUTO with what it resolved to."""
+    mode = e.get("mode", "pull")
+    if mode != "auto":
+        return mode
+    return "auto:push" if e["pushed"] else "auto:pull"
 
 
 def _where(e, addr):
@@ -498,7 +653,10 @@ def _check_collective(e, flags, memories):
             if flag_word or got != want:
                 failures.append(f"collective {e['k']} wrote to non-participant {i}")
             continue
-        seen = flags.get((e["k"], i))
+        # A descriptor without a barrier writes its ERROR flags at once: its members wait for
+        # nothing (WAIT_FLAG cannot tell generation 0 from the zeroed word), so only the flag
+        # word in memory is checked.
+        seen = flag_word if e.get("no_barrier") else flags.get((e["k"], i))
         if not (_flag_good(e, seen) and _flag_good(e, flag_word)):
             want_flag = pack(flag_layout(), generation=e["generation"], status=e["want_status"])
             failures.append(f"collective {e['k']} ({_describe(e)}) endpoint {i}: flag {seen!r} in "
@@ -537,13 +695,27 @@ def _table(outcome):
     return table
 
 
+def _check_counters(expected, counters):
+    """The failures of the ISA's counters at the end of a soak of ``expected``: every descriptor
+    completed once (``collectives``), each bad one counted once (``bad_descriptors``; one without
+    a barrier once per program load, and each batch is loaded once), no timeout, no push WRITE
+    dropped (the soak pushes only where and when the ISA takes it), no arrival at a resource that
+    does not exist or twice in one generation."""
+    want = {"collectives": len(expected),
+            "bad_descriptors": sum(e["fault"] == "bad_desc" for e in expected),
+            "timeouts": 0, "bad_pushes": 0, "bad_arrivals": 0, "dup_arrivals": 0}
+    return [f"ISA counter {name} is {counters[name]}, expected {value}"
+            for name, value in want.items() if name in counters and counters[name] != value]
+
+
 def verify(expected, plan, result, memories):
-    """Check every collective, isolation and ordinary traffic; return the summary: ``passed``,
-    ``outcomes`` (per fault class), ``ops`` (per operation), the ordinary writes, the isolation
-    checks and the first 50 failures (docs/CLI.md)."""
+    """Check every collective, isolation, ordinary traffic and (where ``result`` has them) the
+    ISA's counters; return the summary: ``passed``, ``outcomes`` (per fault class), ``ops`` (per
+    operation), ``modes`` (per descriptor mode), the ordinary writes, the isolation checks and
+    the first 50 failures (docs/CLI.md)."""
     n = len(memories)
     failures = []
-    by_class, by_op = Counter(), Counter()
+    by_class, by_op, by_mode = Counter(), Counter(), Counter()
     isolation_checks = 0     # (collective, non-participant) pairs checked: the test asserts > 0
     flags = {(int(k), int(i)): v for k, per in result["flags"].items() for i, v in per.items()}
     for e in expected:
@@ -554,10 +726,16 @@ def verify(expected, plan, result, memories):
         verdict = "FAILED" if found else "ok"
         by_class[(label, verdict)] += 1
         by_op[(e["op"], verdict)] += 1
+        by_mode[(_mode_label(e), verdict)] += 1
     traffic_ok, traffic_bad, traffic_failures = _check_traffic(plan, memories)
     failures += traffic_failures
-    ops = _table(by_op)
+    if "counters" in result:
+        failures += _check_counters(expected, result["counters"])
+    ops, modes = _table(by_op), _table(by_mode)
     return {"passed": not failures, "outcomes": dict(sorted(_table(by_class).items())),
             "ops": {op: ops[op] for op in OPS if op in ops},
+            "modes": {m: modes[m] for m in ("pull", "push", "auto:push", "auto:pull")
+                      if m in modes},
+            "pushed": sum(bool(e.get("pushed")) for e in expected),
             "ordinary_writes": traffic_ok + traffic_bad, "ordinary_writes_intact": traffic_ok,
             "isolation_checks": isolation_checks, "failures": failures[:50]}

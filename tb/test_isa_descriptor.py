@@ -199,7 +199,9 @@ PUSH = d.IsaParams(push_resources=2, push_capacity=8192)
 @pytest.mark.parametrize("change, reason", [
     (dict(mode=1, sync=2), "sync resource 2 has no push space (push_resources = 2)"),
     (dict(mode=1, elements=4097), "8194 bytes per participant exceed the push space (push_capacity = 8192)"),
-    (dict(mode=1, op=d.Op.REDUCE_SCATTER.value), "REDUCE_SCATTER cannot be pushed"),
+    (dict(mode=1, op=d.Op.ALLGATHER.value), "ALLGATHER cannot be pushed"),
+    # A ReduceScatter pushes its N shards: 4 x 1024 x 2 bytes fit, 4 x 1025 x 2 do not.
+    (dict(mode=1, op=d.Op.REDUCE_SCATTER.value, elements=1025), "8200 bytes per participant exceed"),
 ])
 def test_push_descriptors_that_cannot_push_are_bad(change, reason):
     assert check_ok(PUSH) and d.check_descriptor({**GOOD, "mode": 1}, PUSH) == []
@@ -215,6 +217,8 @@ def test_push_descriptors_that_cannot_push_are_bad(change, reason):
     (dict(mode=2, sync=2), d.PushMode.PULL),                 # no push space there
     (dict(mode=2, op=d.Op.ALLGATHER.value), d.PushMode.PULL),
     (dict(mode=2, op=d.Op.REDUCE.value), d.PushMode.PUSH),
+    (dict(mode=2, op=d.Op.REDUCE_SCATTER.value, elements=1024), d.PushMode.PUSH),
+    (dict(mode=2, op=d.Op.REDUCE_SCATTER.value, elements=1025), d.PushMode.PULL),
 ])
 def test_auto_pushes_what_it_can_under_the_threshold(change, mode):
     assert d.push_mode({**GOOD, **change}, PUSH) == mode

@@ -19,7 +19,8 @@ from scin.sim.runner import verilog_for, run_cocotb
 from scin.sim.testbench.env import tb_config, cocotb_module
 from scin.sim.testbench.isa_program import load_program
 
-from scin.tb.isa_setup import SRC, DST, FLAG, isa_params, make_inputs, flag_word, counters, start_isa
+from scin.tb.isa_setup import (SRC, DST, SSRC, SDST, FLAG, DATA_FLAGS, isa_params, make_inputs,
+                               flag_word, counters, start_isa)
 
 ERROR = FlagStatus.ERROR.value
 
@@ -76,7 +77,10 @@ async def push_beside_pull_faults_and_reduce(dut):
     x = dict(base, participants=0b1111, sync=3, flag_addr=FLAG + 128, mode=PushMode.PUSH)
     r = dict(base, op=Op.REDUCE, root=2, participants=0b1111, sync=1, flag_addr=FLAG + 192,
              mode=PushMode.PUSH, src_addr=SRC + 0x8000, dst_addr=DST + 0x8000)
-    load_program(loader, params, [a, b, x, r])
+    # A second pushing group, on the other push resource, sharing ports 2 and 3 with B.
+    d2 = dict(base, participants=0b1100, sync=1, flag_addr=FLAG + 256, mode=PushMode.PUSH,
+              src_addr=SRC + 0xC000, dst_addr=DST + 0xC000)
+    load_program(loader, params, [a, b, x, d2, r])
     await loader.wait_idle()
     for cycle in range(2000):
         if all(eps[i].flag(FLAG + 128) == flag_word(0, ERROR) for i in range(ports)):
@@ -86,11 +90,11 @@ async def push_beside_pull_faults_and_reduce(dut):
         raise AssertionError(f"PUSH without push space: flags "
                              f"{[hex(ep.flag(FLAG + 128)) for ep in eps]}; {counters(dut)}")
 
-    # Group A pushes while group B pulls: both bit for bit, nothing dropped.
-    ta = cocotb.start_soon(run(dut, eps, rng, a, 1))
-    tb_ = cocotb.start_soon(run(dut, eps, rng, b, 1))
-    await ta
-    await tb_
+    # Groups A and D push while group B pulls (B and D on the same ports): all bit for bit,
+    # nothing dropped.
+    tasks = [cocotb.start_soon(run(dut, eps, rng, desc, 1)) for desc in (a, b, d2)]
+    for task in tasks:
+        await task
     c = counters(dut)
     assert c["bad_pushes"] == 0 and c["unknown_tags"] == 0, c
 
@@ -108,18 +112,77 @@ async def push_beside_pull_faults_and_reduce(dut):
     # A push to a resource without push space: dropped and counted, no collective is touched.
     await run(dut, eps, rng, a, 6, faults=[nowhere])
     assert counters(dut)["bad_pushes"] == 2, counters(dut)
-    # A pushed Reduce: the root alone gets the result, the others nothing.
-    await run(dut, eps, rng, r, 1)
+    # A pushed Reduce: the root alone gets the result, the others nothing; resource 1's
+    # descriptors run in program order (D, R, D, R), the generation counting the resource's.
     await run(dut, eps, rng, r, 2)
+    await run(dut, eps, rng, d2, 3)
+    await run(dut, eps, rng, r, 4)
     for _ in range(1000):
         c = counters(dut)
-        if c["collectives"] == 1 + 1 + 6 + 2:
+        if c["collectives"] == 1 + 1 + 6 + 2 + 2:
             break
         await RisingEdge(dut.clk)
-    assert c["collectives"] == 10 and c["bad_descriptors"] == 1, c
+    assert c["collectives"] == 12 and c["bad_descriptors"] == 1, c
     assert c["bad_pushes"] == 2 and c["unknown_tags"] == 0 and c["timeouts"] == 0, c
-    # Only group B's pulled collective read anything.
+    # Only group B's pulled collective read anything: one slot per 4 KiB.
     assert not any(eps[i].reads_seen for i in (0, 1)), "a pushed collective sent a READ"
+    assert c["slots"] == -(-elements * 2 // params.fabric.max_payload), c
+
+
+@cocotb.test()
+async def pushed_reduce_scatter(dut):
+    """A pushed ReduceScatter: each participant pushes its N shards, the ISA reads shard r of
+    every participant in phase r from the push slots (a shard that is not a whole number of slots
+    starts inside one) and writes it to rank r only; bit for bit, twice (the space reused)."""
+    cfg = tb_config()
+    params, ports, rng, eps, loader = await start_isa(dut)
+    dtype, c = cfg["dtype"], cfg["elements"]
+    desc = dict(op=Op.REDUCE_SCATTER, dtype=DType[dtype.upper()], flag_mode=FlagMode.ORDERED,
+                sync=1, participants=0b1111, elements=c, src_addr=SRC, dst_addr=DST,
+                src_scale_addr=SSRC, dst_scale_addr=SDST, flag_addr=FLAG, mode=PushMode.PUSH)
+    load_program(loader, params, [desc])
+    await loader.wait_idle()
+    for generation in (1, 2):
+        data, scales = make_inputs(rng, dtype, ports, ports * c)
+        for i in range(ports):
+            eps[i].push(params, 1, data[i].tobytes(), b"" if scales is None else scales[i].tobytes())
+        for cycle in range(20_000):
+            if all(ep.flag(FLAG) & 0xFFFF == generation for ep in eps):
+                break
+            await RisingEdge(dut.clk)
+        else:
+            raise AssertionError(f"flags {[hex(ep.flag(FLAG)) for ep in eps]}; {counters(dut)}")
+        golden = numerics.reduce_scatter(dtype, data, scales)
+        for r, ep in enumerate(eps):
+            want = golden[r].out_bytes
+            assert bytes(ep.mem[DST:DST + len(want)]) == want, f"rank {r}: shard differs"
+            if golden[r].scale_bytes is not None:
+                ws = golden[r].scale_bytes
+                assert bytes(ep.mem[SDST:SDST + len(ws)]) == ws, f"rank {r}: scales differ"
+            assert ep.flag_fields(FLAG)["status"] & ~DATA_FLAGS == 0, ep.flag_fields(FLAG)
+        dut._log.info("generation %d: %d cycles after the pushes", generation, cycle)
+    c_ = counters(dut)
+    assert c_["slots"] == 0 and c_["bad_pushes"] == 0 and c_["unknown_tags"] == 0, c_
+
+
+#: ReduceScatter cases: per-rank counts whose shards start inside a slot (fp16: 1056 B x 4),
+#: the whole push space (bf16: 2 KiB x 4 = 8 KiB), INT8 with its scales.
+RS_CASES = {
+    "fp16_1056B": dict(dtype="fp16", elements=528),
+    "bf16_2KiB":  dict(dtype="bf16", elements=1024),
+    "int8_1KiB":  dict(dtype="int8", elements=1024),
+}
+RS_ICARUS = {"fp16_1056B": dict(elements=48), "int8_1KiB": dict(elements=64)}
+
+
+@pytest.mark.parametrize("sim, case", [("verilator", k) for k in RS_CASES]
+                         + [("icarus", k) for k in RS_ICARUS])
+def test_pushed_reduce_scatter(sim, case):
+    params = isa_params({})
+    cfg = dict(RS_CASES[case], stalls=sim == "verilator", **RS_ICARUS.get(case, {}) if sim == "icarus" else {})
+    path = verilog_for(lambda: Isa(params), "isa", repr(params))
+    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
+               config=cfg, testcase="pushed_reduce_scatter")
 
 
 #: Message size: 4 KiB on Verilator, 128 bytes on Icarus (the module docstring).

@@ -5,12 +5,16 @@ compared bit for bit with the golden model.
 Small cases run on both simulators, the BF16 and INT8 ones at 1 KiB on Icarus (``ICARUS_SMALL``:
 it simulates the 256-bit system at a few dozen cycles per second while data moves, and a 4 KiB
 case took 40 s there). Large ones (64 KiB and up) run on Verilator only: a 1 MiB All-Reduce
-would take Icarus hours.
+would take Icarus hours. Push mode (docs/ISA.md, Push mode) runs on the soak's hardware, which
+has push space, so it adds no simulator build (``test_push_cases_share_the_soak_build``).
 """
+
+import dataclasses
 
 import pytest
 
-from scin.sim.allreduce import AllReduceConfig, run_allreduce
+from scin.sim.allreduce import AllReduceConfig, memory_map, plan_params, run_allreduce
+from scin.sim.soak import SoakConfig
 from scin.tb.simulators import needs_icarus
 
 
@@ -24,8 +28,11 @@ def check(report):
     assert not any(report["switch_errors"]), report["switch_errors"]
 
 
-#: The ISA sizing of ``scin soak`` (sim/soak.py's defaults).
-SOAK_HARDWARE = dict(capacity=16384, outstanding=4)
+#: The hardware of ``scin soak`` (sim/soak.py's defaults): a 16 KiB wave table in 4 waves,
+#: reordered memory responses, one push resource of 16 KiB per participant. A case on it shares
+#: the soak's simulator build.
+SOAK_HARDWARE = {k: SoakConfig().hardware()[k]
+                 for k in ("capacity", "outstanding", "reorder", "push_capacity")}
 
 SMALL = {
     "fp16_64B":      dict(dtype="fp16", size=64),
@@ -54,10 +61,81 @@ LARGE = {
     "fp16_acked_flags":    dict(dtype="fp16", size=16 << 10, flag_mode="acked"),
     # Reordering memories on the soak's hardware (4 slots in 4 waves, tb/test_soak.py), so the two
     # share one simulator build; a 64 KiB message is then wave-regulated through the table.
-    "fp16_reorder_random": dict(dtype="fp16", size=64 << 10, reorder=True, seed=7, **SOAK_HARDWARE),
-    "int8_reorder_random": dict(dtype="int8", size=64 << 10, reorder=True, seed=8, **SOAK_HARDWARE),
+    "fp16_reorder_random": dict(dtype="fp16", size=64 << 10, seed=7, **SOAK_HARDWARE),
+    "int8_reorder_random": dict(dtype="int8", size=64 << 10, seed=8, **SOAK_HARDWARE),
     "fp16_with_traffic":   dict(dtype="fp16", size=64 << 10, traffic=True),
 }
+
+
+#: Push mode end to end: ``(configuration, pushed)``, every case on the soak's hardware (reordered
+#: memories; a push never reads them). AUTO pushes up to the threshold (the push space, 16 KiB per
+#: participant) and pulls above it. Icarus runs its own sizes (``ICARUS_PUSH``).
+PUSH = {
+    "push_fp16_64B":          (dict(dtype="fp16", size=64, mode="push"), True),
+    "push_bf16_4KiB":         (dict(dtype="bf16", size=4096, mode="push", seed=2), True),
+    "push_int8_4KiB":         (dict(dtype="int8", size=4096, mode="push", seed=3), True),
+    # Two slots per participant (4 KiB + 64 B), to root 2 only.
+    "push_reduce_root2":      (dict(op="reduce", root=2, dtype="fp16", size=4096 + 64,
+                                    mode="push", seed=4), True),
+    "auto_push_16KiB":        (dict(dtype="fp16", size=16 << 10, mode="auto", seed=5), True),
+    "auto_pull_16KiB+64B":    (dict(dtype="bf16", size=(16 << 10) + 64, mode="auto", seed=6),
+                               False),
+    # The space handed back and pushed again, generation after generation (two slots each).
+    "push_replay_x3":         (dict(dtype="fp16", size=4096 + 64, mode="push", replays=3,
+                                    seed=7), True),
+    # Ordinary writes racing the pushes through the same links and switch ports.
+    "push_with_traffic":      (dict(dtype="bf16", size=8192, mode="push", traffic=True,
+                                    seed=8), True),
+}
+
+#: Icarus's push cases: 1 KiB where Verilator moves 4 KiB or more; no AUTO over the threshold
+#: (16 KiB per participant: minutes on Icarus) and no ordinary traffic (64 KiB per endpoint).
+ICARUS_PUSH = {
+    "push_fp16_64B":          PUSH["push_fp16_64B"],
+    "push_bf16_1KiB":         (dict(dtype="bf16", size=1024, mode="push", seed=2), True),
+    "push_int8_1KiB":         (dict(dtype="int8", size=1024, mode="push", seed=3), True),
+    "push_reduce_root2":      (dict(op="reduce", root=2, dtype="fp16", size=1024, mode="push",
+                                    seed=4), True),
+    "auto_push_1KiB":         (dict(dtype="bf16", size=1024, mode="auto", seed=5), True),
+    "push_replay_x3":         (dict(dtype="fp16", size=64, mode="push", replays=3, seed=7), True),
+}
+
+
+def test_push_cases_share_the_soak_build():
+    """Every case on ``SOAK_HARDWARE`` (push, AUTO and the reordering ones) builds the very system
+    ``scin soak`` builds (the same parameters, so the same Verilog and simulator model): push mode
+    adds no build to the suite."""
+    soak = repr(plan_params(SoakConfig().hardware()))
+    cases = [{**c, **SOAK_HARDWARE} for c, _ in (*PUSH.values(), *ICARUS_PUSH.values())] + \
+        [LARGE["fp16_reorder_random"], LARGE["int8_reorder_random"]]
+    for case in cases:
+        cfg = AllReduceConfig(**case)
+        plan = {**dataclasses.asdict(cfg), "mem_size": memory_map(cfg)[1]}
+        assert repr(plan_params(plan)) == soak, case
+
+
+@pytest.mark.parametrize("sim, case", [
+    *[pytest.param("verilator", case, id=f"verilator-{case}") for case in PUSH],
+    *[pytest.param("icarus", case, id=f"icarus-{case}", marks=needs_icarus) for case in ICARUS_PUSH]])
+def test_system_push(sim, case):
+    """Pushed collectives bit for bit: participants write their inputs into the ISA's space with
+    posted WRITEs (REDUCE_SEND push) instead of arriving; the ISA sends no READ (``slots`` stays
+    0), drops no push WRITE (``bad_pushes``), and every flag is the golden model's. AUTO pushes
+    under the threshold and pulls over it."""
+    config, pushed = (PUSH if sim == "verilator" else ICARUS_PUSH)[case]
+    report = run_allreduce(AllReduceConfig(sim=sim, **config, **SOAK_HARDWARE),
+                           log=lambda *_: None)
+    check(report)
+    c = report["counters"]
+    print({k: report[k] for k in ("op", "mode", "pushed", "cycles", "replay_cycles")},
+          {k: c[k] for k in ("slots", "bad_pushes", "collectives", "bad_descriptors")})
+    assert report["mode"] == config["mode"] and report["pushed"] == pushed, report
+    assert c["bad_pushes"] == 0 and c["bad_descriptors"] == 0, c
+    assert c["collectives"] == config.get("replays", 1), c
+    # Pushed: no READ at the ISA's initiative, so no wave-table slot issued; pulled: slots.
+    assert (c["slots"] == 0) == pushed, c
+    if config.get("traffic"):
+        assert report["traffic_intact"], "ordinary writes did not all arrive intact"
 
 
 @pytest.mark.parametrize("sim, case", [

@@ -59,9 +59,9 @@ SHARDED_OPS = (Op.REDUCE_SCATTER, Op.ALLGATHER)
 IN_PLACE_OPS = (Op.REDUCE_SCATTER, Op.ALLGATHER, Op.BROADCAST)
 #: Ops with a root (the ``root`` field is a rank of the participant set).
 ROOTED_OPS = (Op.BROADCAST, Op.REDUCE)
-#: Ops a descriptor may run in push mode (:class:`PushMode`): one phase reading every
-#: participant, so each participant's whole input lands in its reserved space once.
-PUSH_OPS = (Op.ALLREDUCE, Op.REDUCE)
+#: Ops a descriptor may run in push mode (:class:`PushMode`): those that read every participant's
+#: whole input (ReduceScatter's N shards in N phases), so each participant pushes its input once.
+PUSH_OPS = (Op.ALLREDUCE, Op.REDUCE, Op.REDUCE_SCATTER)
 
 
 class FlagMode(enum.Enum, shape=1):
@@ -359,8 +359,11 @@ def check_descriptor(desc, params):
 
 
 def _push_bytes(desc):
-    """Bytes each participant pushes: its input (``PUSH_OPS`` read the whole ``C`` bytes)."""
-    return desc.get("elements", 0) * (1 if desc.get("dtype", 0) == DType.INT8.value else 2)
+    """Bytes each participant pushes: its whole input (``C`` bytes; ReduceScatter ``N x C``)."""
+    nbytes = desc.get("elements", 0) * (1 if desc.get("dtype", 0) == DType.INT8.value else 2)
+    if desc.get("op", 0) == Op.REDUCE_SCATTER.value:
+        nbytes *= bin(desc.get("participants", 0)).count("1")
+    return nbytes
 
 
 def _can_push(desc, params, op):

@@ -83,7 +83,10 @@ class Feeder(wiring.Component):
         for i in reversed(range(n)):
             with m.If(mask[i]):
                 m.d.comb += first.eq(i)
-        have = Cat(Mux(mask[i], rd.avail[i] > k, 1) for i in range(n)).all()
+        # The slot's flit being read: a pushed shard may start inside its slot (job.flit).
+        at = Signal(range(p.slot_flits + 1))
+        m.d.comb += at.eq(k + job.flit if p.push_slots else k)
+        have = Cat(Mux(mask[i], rd.avail[i] > at, 1) for i in range(n)).all()
         scales = Cat(Mux(mask[i], rd.scales_done[i], 1) for i in range(n)).all()
         ready_k = active & have & ((dtype != DType.INT8) | scales) & ~flush
 
@@ -94,9 +97,9 @@ class Feeder(wiring.Component):
         lane = Signal(range(scales_per_flit))
         issue = ready_k & (~out_valid | self.dp.ready)
         block = Signal(range(p.slot_flits))
-        m.d.comb += block.eq(k // block_flits)
+        m.d.comb += block.eq(at // block_flits)
         m.d.comb += [
-            rd.slot.eq(job.slot), rd.flit.eq(k),
+            rd.slot.eq(job.slot), rd.flit.eq(at),
             rd.scale_flit.eq(block // scales_per_flit), rd.en.eq(issue),
         ]
         with m.If(issue):

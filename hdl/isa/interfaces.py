@@ -101,11 +101,14 @@ def message_layout(params):
 def job_layout(params):
     """One slot's worth of a message (a :class:`~.plan.Segment`): its wave-table ``slot``, the
     ports it reads (``rmask``) and writes (``wmask``), its destination offset ``dst_off``, its data
-    ``bytes`` and whether it is the message's ``last``."""
+    ``bytes`` and whether it is the message's ``last``; in push mode also the ``flit`` of the slot
+    it starts at (a pushed ReduceScatter's shard may start inside a slot; pulled segments always
+    start a slot)."""
     ports = params.fabric.ports
     return data.StructLayout({"slot": params.table_slot_bits, "rmask": ports, "wmask": ports,
                               "dst_off": params.offset_bits,
-                              "bytes": range(params.fabric.max_payload + 1), "last": 1})
+                              "bytes": range(params.fabric.max_payload + 1), "last": 1,
+                              **({"flit": range(params.slot_flits)} if params.push_slots else {})})
 
 
 def feed_layout(params):

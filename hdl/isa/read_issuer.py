@@ -134,8 +134,9 @@ class ReadIssuer(wiring.Component):
                         m.next = "SCALE"
                     with m.Elif(w.last):
                         m.next = "IDLE"
-                with m.If(pushed):
-                    self._push_jobs(m, w)
+                if p.push_slots:
+                    with m.If(pushed):
+                        self._push_jobs(m, w)
                 with m.If(flush):
                     m.next = "IDLE"
             with m.State("SCALE"):
@@ -170,10 +171,12 @@ class ReadIssuer(wiring.Component):
         p = self._params
         msg = self.run.msg
         go = self.job.ready & ~self.run.flush
-        lg = exact_log2(p.fabric.max_payload)
+        f = p.fabric
+        lg = exact_log2(f.max_payload)
         m.d.comb += [
             self.job.valid.eq(go),
             self.job.payload.slot.eq(msg.push_slot + w.src_off[lg:]),
+            self.job.payload.flit.eq(w.src_off[exact_log2(f.flit_bytes):lg]),
             self.job.payload.rmask.eq(w.rmask), self.job.payload.wmask.eq(w.wmask),
             self.job.payload.dst_off.eq(w.dst_off),
             self.job.payload.bytes.eq(w.chunk),

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Module, Signal, Mux, Cat, Const
+from amaranth.hdl import Module, Signal, Mux, Cat, Const, Array
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -93,11 +93,17 @@ class DescriptorCheck(wiring.Component):
         if not p.push_resources:
             return mode_ok, desc.mode == PushMode.PUSH
         nbytes = Mux(desc.dtype == DType.INT8, desc.elements, desc.elements * 2)
-        can = (is_op(PUSH_OPS) & (desc.sync < p.push_resources)
-               & (nbytes <= p.push_capacity))
+        # Each participant pushes C bytes, or N x C for a ReduceScatter: N x C <= limit exactly
+        # when C <= limit // N, a table of N constants instead of a multiplier.
+        parts = Signal(range(MAX_PORTS + 1))
+        m.d.comb += parts.eq(Mux(desc.op == Op.REDUCE_SCATTER, sum(self.mask), 1))
+
+        def fits(limit):
+            return nbytes <= Array(limit // max(k, 1) for k in range(MAX_PORTS + 1))[parts]
+        can = is_op(PUSH_OPS) & (desc.sync < p.push_resources) & fits(p.push_capacity)
         m.d.comb += self.push.eq(can & ((desc.mode == PushMode.PUSH)
                                         | ((desc.mode == PushMode.AUTO)
-                                           & (nbytes <= p.auto_threshold))))
+                                           & fits(p.auto_threshold))))
         return mode_ok, (desc.mode == PushMode.PUSH) & ~can
 
     def _data_ok(self, is_op):

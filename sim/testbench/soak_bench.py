@@ -1,12 +1,17 @@
 """cocotb side of ``scin soak``: runs the plan of :mod:`scin.sim.soak` inside the simulator.
 
 The collectives run in batches of up to ``sync_resources`` descriptors: the batch is loaded into
-the ISA (descriptor ``j`` on sync resource ``j``), then every endpoint works through the batch in
-program order: for each collective it belongs to, it stalls for its drawn number of cycles,
-arrives, sends its ordinary writes (which race the collective through the switch) and waits for
-its completion flag. Python sleeps between looks at the event streams, so the per-cycle work stays
-in the HDL. The flags seen, the cycle count and the ISA counters go to ``soak.json``; the state at
-the start of each batch goes to ``progress.json``, so a hang names the collectives it stopped at.
+the ISA (each descriptor on the sync resource the plan gives it), then every endpoint works
+through the batch in program order: for each collective it belongs to, it stalls for its drawn
+number of cycles, arrives (or, for a pushed collective, pushes its input into the ISA's space:
+:func:`~scin.sim.push_program.push_commands`), sends its ordinary writes (which race the
+collective through the switch) and waits for its completion flag. A PUSH descriptor that cannot
+push has no barrier (its ERROR flags come at once): its members only send their ordinary writes.
+A batch ends when every endpoint is through it and the ISA has completed each of its descriptors
+(``collectives``), so every flag is written before the next program is loaded. Python sleeps
+between looks at the event streams, so the per-cycle work stays in the HDL. The flags seen, the
+cycle count and the ISA counters go to ``soak.json``; the state at the start of each batch goes
+to ``progress.json``, so a hang names the collectives it stopped at.
 """
 
 import json
@@ -19,6 +24,7 @@ from scin.hdl.codec import pack, unpack
 from scin.hdl.endpoint.accelerator import (AccOp, EventKind, command_layout, command_tag_mask,
                                            event_layout)
 
+from ..push_program import push_commands
 from .env import CLOCK_PERIOD_NS
 from .isa_program import load_program
 from .system_env import start_system, counters, switch_errors
@@ -65,12 +71,19 @@ async def soak(dut):
             stall = c["stalls"][str(i)]     # JSON keys are strings
             if stall:
                 await ClockCycles(dut.clk, stall)
-            cmds[i].send(pack(cl, op=AccOp.ARRIVE, addr=desc["sync"], length=1, tag=k % tag_mask))
+            if c.get("pushed"):
+                cmds[i].send(*(pack(cl, cmd) for cmd in push_commands(sp.isa, desc, i,
+                                                                       k % tag_mask)))
+            elif not c.get("no_barrier"):
+                cmds[i].send(pack(cl, op=AccOp.ARRIVE, addr=desc["sync"], length=1,
+                                  tag=k % tag_mask))
             for t in c["traffic"]:
                 if t["src"] == i:
                     cmds[i].send(pack(cl, op=AccOp.WRITE_REMOTE, dst=t["dst"], addr=t["addr"],
                                       length=t["length"], seed=t["seed"], tag=TRAFFIC_TAG))
                     writes_sent[i] += 1
+            if c.get("no_barrier"):
+                continue
             cmds[i].send(pack(cl, op=AccOp.WAIT_FLAG, addr=desc["flag_addr"],
                               generation=c["generation"], tag=k % tag_mask))
             waited = 0
@@ -88,6 +101,7 @@ async def soak(dut):
     collectives = plan["collectives"]
     per = plan["sync_resources"]
     batches = [collectives[b:b + per] for b in range(0, len(collectives), per)]
+    done_before = 0
     for b, batch in enumerate(batches):
         (run_dir / "progress.json").write_text(json.dumps({
             "batch": b, "collectives": [c["k"] for c in batch],
@@ -97,6 +111,17 @@ async def soak(dut):
         tasks = [cocotb.start_soon(endpoint(i, batch)) for i in range(n)]
         for t in tasks:
             await t
+        # Every descriptor of the batch completed (flags written and acknowledged; a descriptor
+        # without a barrier has no member waiting for it) before the next program replaces it.
+        done_before += len(batch)
+        waited = 0
+        while counters(dut)["collectives"] < done_before:
+            await ClockCycles(dut.clk, STEP)
+            waited += STEP
+            if waited > budget:
+                raise AssertionError(f"batch {b}: {counters(dut)['collectives']} of {done_before} "
+                                     f"descriptors completed after {budget} cycles; ISA counters "
+                                     f"{counters(dut)}")
         dut._log.info("batch %d of %d done (collectives %d-%d)", b + 1, len(batches),
                       batch[0]["k"], batch[-1]["k"])
 
