@@ -79,7 +79,7 @@ def run(args):
              f"latency {args.latency} cycles, endpoint memory read latency {args.mem_latency} cycles; "
              f"ISA wave table {prm['capacity'] // 1024} KiB per participant regulated as "
              f"{prm['outstanding']} waves; {prm['flag_mode'].upper()} completion flags; "
-             f"{prm['flit_width']}-bit flits at {CLOCK_MHZ:.0f} MHz. Latency: last arrival write leaving its endpoint to "
+             f"{prm['flit_width']}-bit flits at {CLOCK_MHZ:.0f} MHz. Latency (docs/PERFORMANCE.md, Latency): the last participant's first packet (its arrival) leaving its endpoint to "
              f"last completion flag seen; efficiency = size / (cycles x {rows[0]['flit_bytes']} B), size in its 16-bit form "
              "(INT8: the FP16-equivalent size). Median over seeds (the timing does not depend on "
              "the data).", "",

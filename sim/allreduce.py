@@ -7,8 +7,8 @@ inside the simulator), compares every endpoint's memory with the golden model
 JSON-able report. The whole buffer window of every endpoint is compared (the memories start
 zeroed), so a byte written where the operation gives an endpoint nothing is a mismatch too.
 Measurement definitions follow ``docs/PERFORMANCE.md``: latency runs from the cycle the last
-participant's arrival write leaves its endpoint to the cycle the last participant sees its
-completion flag; efficiency is the operation's one-link bound over the latency,
+participant's first packet of the collective (its arrival; pushing, its first push WRITE) leaves
+its endpoint to the cycle the last participant sees its completion flag; efficiency is the operation's one-link bound over the latency,
 ``bound_bytes / (T * flit_bytes)``, where ``bound_bytes`` (16-bit form) is the largest buffer a
 rank sends or receives: the message for All-Reduce, Reduce and Broadcast, ``N`` times it for
 ReduceScatter and AllGather, ``N - 1`` times it for an AllGather in place.

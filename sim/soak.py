@@ -659,8 +659,10 @@ def _check_collective(e, flags, memories):
         seen = flag_word if e.get("no_barrier") else flags.get((e["k"], i))
         if not (_flag_good(e, seen) and _flag_good(e, flag_word)):
             want_flag = pack(flag_layout(), generation=e["generation"], status=e["want_status"])
-            failures.append(f"collective {e['k']} ({_describe(e)}) endpoint {i}: flag {seen!r} in "
-                            f"the event, {flag_word:#x} in memory, expected {want_flag:#x}")
+            event = "no event (no barrier)" if e.get("no_barrier") else \
+                f"flag {seen!r} in the event"
+            failures.append(f"collective {e['k']} ({_describe(e)}) endpoint {i}: {event}, "
+                            f"{flag_word:#x} in memory, expected {want_flag:#x}")
         if want is not None and got != want:
             failures.append(_window_failure(e, i, got, want))
     return failures

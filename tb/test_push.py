@@ -106,12 +106,13 @@ async def push_beside_pull_faults_and_reduce(dut):
     await run(dut, eps, rng, a, 2, faults=[beyond], status=ERROR)
     assert counters(dut)["bad_pushes"] == 1, counters(dut)
     await run(dut, eps, rng, a, 3)
-    # A push from a port outside the group: ERROR; the next generation clean.
+    # A push from a port outside the group: never used, counted, ERROR; the next generation clean.
     await run(dut, eps, rng, a, 4, faults=[outsider], status=ERROR)
+    assert counters(dut)["bad_pushes"] == 2, counters(dut)
     await run(dut, eps, rng, a, 5)
     # A push to a resource without push space: dropped and counted, no collective is touched.
     await run(dut, eps, rng, a, 6, faults=[nowhere])
-    assert counters(dut)["bad_pushes"] == 2, counters(dut)
+    assert counters(dut)["bad_pushes"] == 3, counters(dut)
     # A pushed Reduce: the root alone gets the result, the others nothing; resource 1's
     # descriptors run in program order (D, R, D, R), the generation counting the resource's.
     await run(dut, eps, rng, r, 2)
@@ -123,7 +124,7 @@ async def push_beside_pull_faults_and_reduce(dut):
             break
         await RisingEdge(dut.clk)
     assert c["collectives"] == 12 and c["bad_descriptors"] == 1, c
-    assert c["bad_pushes"] == 2 and c["unknown_tags"] == 0 and c["timeouts"] == 0, c
+    assert c["bad_pushes"] == 3 and c["unknown_tags"] == 0 and c["timeouts"] == 0, c
     # Only group B's pulled collective read anything: one slot per 4 KiB.
     assert not any(eps[i].reads_seen for i in (0, 1)), "a pushed collective sent a READ"
     assert c["slots"] == -(-elements * 2 // params.fabric.max_payload), c

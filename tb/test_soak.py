@@ -9,12 +9,13 @@ the operation gives a rank nothing fails it.
 import json
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 
 from scin.sim import numerics
 from scin.sim.soak import (SoakConfig, make_plan, verify, expected_window, OPS,
-                           BAD_DESC_KINDS, FAULT_OPS)
+                           BAD_DESC_KINDS, FAULT_OPS, PUSH_BAD_KINDS, PUSHABLE)
 
 
 def run(*argv):
@@ -23,19 +24,21 @@ def run(*argv):
     return result.returncode, result.stdout, result.stderr
 
 
-@pytest.mark.parametrize("sim, count, max_size, seed, ops", [
+@pytest.mark.parametrize("sim, count, max_size, seed, ops, modes", [
     # Seed 64 draws every operation good, each data operation in place too, a Broadcast from
     # root 2 and a Reduce to root 1, DECERR and four kinds of bad descriptor (misaligned, root
-    # not a rank, zero length, shard not whole flits).
-    pytest.param("verilator", 24, "32KiB", 64, set(OPS), id="verilator-24-32KiB"),
+    # not a rank, zero length, shard not whole flits), and every descriptor mode: three pushed
+    # All-Reduces (PUSH and AUTO), AUTO pulling and a PUSH Broadcast that cannot push.
+    pytest.param("verilator", 24, "32KiB", 64, set(OPS), {"pull", "push", "auto:push",
+                                                          "auto:pull"}, id="verilator-24-32KiB"),
     # Icarus is about 50x slower on the system: fewer and smaller collectives (6 of them took
     # 353 s on the 2-core CI machine). With seed 4 these three still mix the dtypes and the ops (a
     # Broadcast from root 1, an in-place ReduceScatter, a DECERR fault) with groups that leave
-    # endpoints out (the isolation check).
+    # endpoints out (the isolation check), and the descriptor modes (the ReduceScatter pushed).
     pytest.param("icarus", 3, "2KiB", 4, {"broadcast", "allreduce", "reduce-scatter"},
-                 id="icarus-3-2KiB"),
+                 {"pull", "auto:push", "auto:pull"}, id="icarus-3-2KiB"),
 ])
-def test_soak_short(sim, count, max_size, seed, ops):
+def test_soak_short(sim, count, max_size, seed, ops, modes):
     from scin.sim.runner import have_icarus
     if sim == "icarus" and not have_icarus():
         pytest.skip("Icarus Verilog is not installed (apt-get install iverilog)")
@@ -43,11 +46,15 @@ def test_soak_short(sim, count, max_size, seed, ops):
                          "--max-size", max_size, "--fault-rate", "0.3", "--json")
     assert code in (0, 1), err[-3000:]
     summary = json.loads(out)
-    print(json.dumps({k: summary[k] for k in ("outcomes", "ops", "ordinary_writes", "cycles",
-                                              "wall_seconds")}))
+    print(json.dumps({k: summary[k] for k in ("outcomes", "ops", "modes", "pushed",
+                                              "ordinary_writes", "cycles", "wall_seconds")}))
     assert summary["passed"], summary["failures"]
     assert sum(c["ok"] for c in summary["outcomes"].values()) == count
     assert sum(c["ok"] for c in summary["ops"].values()) == count and set(summary["ops"]) == ops
+    assert sum(c["ok"] for c in summary["modes"].values()) == count, summary["modes"]
+    assert set(summary["modes"]) == modes and summary["pushed"] > 0, summary["modes"]
+    # verify checked the counters: no push WRITE dropped, every descriptor completed once.
+    assert summary["counters"]["bad_pushes"] == 0
     assert summary["counters"]["collectives"] >= count
     # The isolation check ran: some collective left an endpoint out, and its memory was looked at.
     assert summary["isolation_checks"] > 0, summary
@@ -136,6 +143,8 @@ def test_every_bad_descriptor_kind_is_drawn_with_an_op_it_spoils():
     plan, _, expected = make_plan(SoakConfig(count=60, seed=19, fault_rate=1, max_size=4 << 10))
     isa = plan_params(plan).isa
     bad = [(c, e) for c, e in zip(plan["collectives"], expected) if e["fault"] == "bad_desc"]
+    # Every collective drawn with a fault: none drawn good, so none a PUSH that cannot push.
+    assert not any(e["bad_kind"] in PUSH_BAD_KINDS for _, e in bad)
     assert [e["bad_kind"] for _, e in bad] == \
         [BAD_DESC_KINDS[j % len(BAD_DESC_KINDS)] for j in range(len(bad))]
     assert len(bad) >= 2 * len(BAD_DESC_KINDS), len(bad)
@@ -145,6 +154,78 @@ def test_every_bad_descriptor_kind_is_drawn_with_an_op_it_spoils():
     assert all(e["op"] != "barrier" for e in expected if e["fault"] == "decerr")
     # Seed 19 spoils a barrier both ways a barrier can be spoilt.
     assert {e["bad_kind"] for e in expected if e["op"] == "barrier"} == {"absent_port", "bad_op"}
+
+
+def _batches(plan, expected, per=8):
+    return [list(zip(plan["collectives"][b:b + per], expected[b:b + per]))
+            for b in range(0, len(expected), per)]
+
+
+def test_plan_draws_every_mode_and_pushes_only_where_the_isa_takes_it():
+    """Every descriptor mode, with AUTO resolved both ways; each pushed collective a good one of
+    an operation that can be pushed, on sync resource 0 (the push resource) within the push
+    space, push_mode saying so; two pushed collectives share resource 0 in a batch only when
+    the later one's members all took part in the earlier one (they have seen its flag, and the
+    space is free, before they push), and nothing else takes resource 0 before them; every
+    faulty descriptor with a barrier pulled; the PUSH descriptors that cannot push in turn, each
+    refused for its push reason, with generation 0 (no barrier, no generation)."""
+    from scin.hdl.isa import PushMode, check_descriptor, push_mode
+    from scin.sim.allreduce import plan_params
+    from scin.sim.soak import _mode_label
+    plan, _, expected = make_plan(SoakConfig(count=60, seed=4, fault_rate=0.5,
+                                             max_size=16 << 10))
+    isa = plan_params(plan).isa
+    assert isa.push_resources == 1 and isa.push_capacity == plan["push_capacity"] == 16 << 10
+    assert {_mode_label(e) for e in expected} == {"pull", "push", "auto:push", "auto:pull"}
+    assert {e["op"] for e in expected if e["pushed"]} == set(PUSHABLE)
+    for c, e in zip(plan["collectives"], expected):
+        d = c["desc"]
+        assert PushMode(d["mode"]).name.lower() == e["mode"] and c["pushed"] == e["pushed"]
+        assert e["pushed"] == (e["fault"] == "none" and push_mode(d, isa) == PushMode.PUSH)
+        if e["pushed"]:
+            n = len(e["members"]) if e["op"] == "reduce-scatter" else 1
+            assert d["sync"] == 0 and e["op"] in PUSHABLE and not check_descriptor(d, isa)
+            assert n * d["elements"] * (1 if e["dtype"] == "int8" else 2) <= isa.push_capacity
+        elif e["no_barrier"]:
+            reasons = check_descriptor(d, isa)
+            assert d["mode"] == PushMode.PUSH.value and e["generation"] == c["generation"] == 0
+            assert e["bad_kind"] in PUSH_BAD_KINDS and e["op"] in FAULT_OPS[e["bad_kind"]]
+            assert "push" in reasons[-1], reasons
+        else:
+            assert push_mode(d, isa) == PushMode.PULL
+    kinds = [e["bad_kind"] for e in expected if e["no_barrier"]]
+    assert set(kinds) == set(PUSH_BAD_KINDS), kinds
+    for batch in _batches(plan, expected):
+        syncs = [c["desc"]["sync"] for c, _ in batch]
+        assert all(syncs.count(s) == 1 for s in syncs if s), syncs
+        zero = [(c, e) for c, e in batch if c["desc"]["sync"] == 0]
+        for j, (c, e) in enumerate(zero):
+            if j < len(zero) - 1:
+                assert e["pushed"], "only pushed collectives are followed on resource 0"
+            if j:
+                assert e["pushed"] or e["no_barrier"]
+                if e["pushed"]:
+                    assert all(set(e["members"]) <= set(f["members"]) for _, f in zero[:j])
+    assert any(sum(e["pushed"] for c, e in batch if c["desc"]["sync"] == 0) > 1
+               for batch in _batches(plan, expected)), "no batch with two pushes on resource 0"
+
+
+def test_push_mode_leaves_the_rest_of_the_draw_as_it_was():
+    """The modes come from a stream of their own: without push space (``push_capacity=0``,
+    resource ``k mod 8`` as before push mode) a seed draws the same collectives, inputs, stalls
+    and traffic; with it only a collective drawn good may become a PUSH that cannot push."""
+    a_plan, a_images, a = make_plan(SoakConfig(count=40, seed=7, fault_rate=0.3,
+                                               push_capacity=0))
+    b_plan, b_images, b = make_plan(SoakConfig(count=40, seed=7, fault_rate=0.3))
+    assert [c["desc"]["sync"] for c in a_plan["collectives"]] == [k % 8 for k in range(40)]
+    assert not any(e["pushed"] or e["no_barrier"] for e in a) and "push_capacity" not in a_plan
+    assert a_images == b_images
+    for (ca, ea), (cb, eb) in zip(zip(a_plan["collectives"], a), zip(b_plan["collectives"], b)):
+        for key in ("op", "dtype", "size", "root", "in_place", "members", "window", "inputs"):
+            assert ea[key] == eb[key], (ea["k"], key)
+        assert (ca["stalls"], ca["traffic"]) == (cb["stalls"], cb["traffic"])
+        assert (ea["fault"], ea["bad_kind"]) == (eb["fault"], eb["bad_kind"]) or \
+            (ea["fault"] == "none" and eb["bad_kind"] in PUSH_BAD_KINDS)
 
 
 def test_images_load_whole_flits_with_every_input_at_its_place():
@@ -258,6 +339,49 @@ def test_verify_bad_descriptor_leaves_inputs_only_and_barrier_flags():
     failures = verify(expected, plan, result, mem)["failures"]
     assert failures == [f"collective {e['k']} (barrier) endpoint {i}: flag {word} in the event, "
                         f"{e['generation']:#x} in memory, expected {e['generation']:#x}"], failures
+
+
+def test_verify_push_faults_by_their_flag_word_and_the_counters():
+    """A PUSH that cannot push has no member waiting (no event): its flag word in memory must
+    be ERROR of generation 0, and a zero word (never written) fails it. The ISA's counters are
+    checked when the result has them: a dropped push WRITE, or a descriptor completed twice,
+    fails the soak."""
+    from scin.hdl.codec import pack
+    from scin.hdl.isa import FlagStatus, flag_layout
+    plan, _, expected = make_plan(SoakConfig(count=60, seed=4, fault_rate=0.5,
+                                             max_size=16 << 10, traffic_rate=0))
+    mem, result = _perfect_run(expected)
+    e = next(e for e in expected if e["no_barrier"])
+    for i in e["members"]:
+        del result["flags"][str(e["k"])][str(i)]      # no WAIT_FLAG: no event
+    bad = sum(x["fault"] == "bad_desc" for x in expected)
+    result["counters"] = {"collectives": 60, "bad_descriptors": bad, "timeouts": 0,
+                          "bad_pushes": 0, "bad_arrivals": 0, "dup_arrivals": 0, "slots": 99}
+    summary = verify(expected, plan, result, mem)
+    assert summary["passed"], summary["failures"]
+    assert summary["modes"] == {m: {"ok": n, "FAILED": 0} for m, n in
+                                Counter(_label(x) for x in expected).items()}
+    assert summary["pushed"] == sum(x["pushed"] for x in expected) > 0
+    i = e["members"][0]
+    assert int.from_bytes(mem[i][e["flag"]:e["flag"] + 4].tobytes(), "little") == \
+        pack(flag_layout(), generation=0, status=FlagStatus.ERROR.value)
+    mem[i][e["flag"]:e["flag"] + 4] = 0
+    failures = verify(expected, plan, result, mem)["failures"]
+    assert len(failures) == 1 and f"collective {e['k']} (" in failures[0] and \
+        f"{e['bad_kind']}) endpoint {i}: no event (no barrier), 0x0 in memory, expected " \
+        f"0x40000" in failures[0], \
+        failures
+    mem, result2 = _perfect_run(expected)
+    for name, value in (("bad_pushes", 1), ("collectives", 61), ("bad_descriptors", bad - 1)):
+        failures = verify(expected, plan, {**result2, "counters": {**result["counters"],
+                                                                   name: value}}, mem)["failures"]
+        assert failures == [f"ISA counter {name} is {value}, expected "
+                            f"{result['counters'][name]}"], failures
+
+
+def _label(e):
+    from scin.sim.soak import _mode_label
+    return _mode_label(e)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -125,13 +125,12 @@ class WaveTable(wiring.Component):
         ports = [self._port(m, i, t) for i in range(n)]
         unknown_tags = self.counters.unknown_tags
         m.d.sync += unknown_tags.eq(unknown_tags + sum(q.unknown for q in ports))
-        if p.push_slots:
-            bad = self.counters.bad_pushes
-            m.d.sync += bad.eq(bad + sum(q.bad_push for q in ports))
         m.d.comb += self.status.progress.eq(Cat(q.progress for q in ports).any())
         self._arm(m, t, ports)
         if p.push_slots:
-            self._push_control(m, t)
+            outsiders = self._push_control(m, t)
+            bad = self.counters.bad_pushes
+            m.d.sync += bad.eq(bad + sum(q.bad_push for q in ports) + outsiders)
         return m
 
     def _port(self, m, i, t):
@@ -271,14 +270,15 @@ class WaveTable(wiring.Component):
 
     def _push_control(self, m, t):
         """``push``: each push resource's readiness and error for the controller, and its
-        re-arming."""
+        re-arming. Returns the count of packets pushed by ports outside the group that the
+        re-arming drops (one per slot, port and kind), for ``bad_pushes``."""
         p = self._params
         n = p.fabric.ports
         push = self.push
         per = p.push_slots_per_resource
         count, data_done, scale_done = t.count, t.data_done, t.scale_done
         push_error = t.push_error
-        ready, error = [], []
+        ready, error, outsiders = [], [], []
         for r in range(p.push_resources):
             first = p.slots + r * per
             slots = range(first, first + per)
@@ -287,7 +287,10 @@ class WaveTable(wiring.Component):
             used = Cat(Cat((count[s][i] != 0) | data_done[s][i] | scale_done[s][i]
                            for s in slots).any() for i in range(n))
             error.append(push_error[r] | (used & ~push.mask).any())
-            with m.If(push.rearm & (push.sync == r)):
+            rearm = push.rearm & (push.sync == r)
+            outsiders += [rearm & ~push.mask[i] & term for s in slots for i in range(n)
+                          for term in ((count[s][i] != 0) | data_done[s][i], scale_done[s][i])]
+            with m.If(rearm):
                 m.d.sync += push_error[r].eq(0)
                 for s in slots:
                     for i in range(n):
@@ -296,3 +299,4 @@ class WaveTable(wiring.Component):
                                      t.expect_scale[s][i].eq(1)]
         m.d.comb += [push.ready.eq(Array(ready)[push.sync]),
                      push.error.eq(Array(error)[push.sync])]
+        return sum(outsiders)
