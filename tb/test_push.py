@@ -13,7 +13,7 @@ import cocotb
 import pytest
 from cocotb.triggers import RisingEdge
 
-from scin.hdl.isa import Isa, Op, DType, FlagMode, FlagStatus, PushMode
+from scin.hdl.isa import Isa, Op, DType, FlagMode, FlagStatus, PushMode, push_mode
 from scin.sim import numerics
 from scin.sim.runner import verilog_for, run_cocotb
 from scin.sim.testbench.env import tb_config, cocotb_module
@@ -26,9 +26,9 @@ ERROR = FlagStatus.ERROR.value
 
 
 async def run(dut, eps, rng, desc, generation, *, faults=(), status=0, ports=None):
-    """One generation of ``desc``: fresh inputs, each participant pushes (PUSH) or arrives
-    (PULL) after the ``faults`` (callables, sent first); waits for the flags and checks them and,
-    for a good one, the results bit for bit (Reduce: the root only)."""
+    """One generation of ``desc``: fresh inputs, each participant pushes or arrives as
+    :func:`push_mode` says, after the ``faults`` (callables, sent first); waits for the flags and
+    checks them and, for a good one, the results bit for bit (Reduce: the root only)."""
     parts = [i for i in range(4) if desc["participants"] >> i & 1]
     data, _ = make_inputs(rng, "fp16", len(parts), desc["elements"])
     for j, i in enumerate(parts):
@@ -37,7 +37,8 @@ async def run(dut, eps, rng, desc, generation, *, faults=(), status=0, ports=Non
     for fault in faults:
         fault()
     for j, i in enumerate(parts):
-        if desc["mode"] == PushMode.PUSH:
+        if push_mode({k: getattr(v, "value", v) for k, v in desc.items()},
+                     isa_params({})) == PushMode.PUSH:
             eps[i].push(isa_params({}), desc["sync"], data[j].tobytes())
         else:
             eps[i].arrive(desc["sync"])
@@ -131,6 +132,29 @@ async def push_beside_pull_faults_and_reduce(dut):
 
 
 @cocotb.test()
+async def bad_push_descriptor_then_good(dut):
+    """A bad descriptor in PUSH mode (a misaligned buffer; or of zero length) never runs pushed:
+    its participants arrive (push_mode says PULL), it ends with ERROR at its barrier and the push
+    space is untouched, so the good pushed collective after it, on the same resource, is bit for
+    bit; twice round the program."""
+    params, ports, rng, eps, loader = await start_isa(dut)
+    good = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ORDERED, sync=0,
+                participants=0b1111, elements=tb_config()["elements"], src_addr=SRC, dst_addr=DST,
+                flag_addr=FLAG, mode=PushMode.PUSH)
+    bad = dict(good, src_addr=SRC + 4)
+    empty = dict(good, elements=0, mode=PushMode.AUTO)
+    load_program(loader, params, [bad, good, empty, good])
+    await loader.wait_idle()
+    for k in range(2):
+        await run(dut, eps, rng, bad, 4 * k + 1, status=ERROR)
+        await run(dut, eps, rng, good, 4 * k + 2)
+        await run(dut, eps, rng, empty, 4 * k + 3, status=ERROR)
+        await run(dut, eps, rng, good, 4 * k + 4)
+    c = counters(dut)
+    assert c["bad_descriptors"] == 4 and c["bad_pushes"] == 0 and c["slots"] == 0, c
+
+
+@cocotb.test()
 async def pushed_reduce_scatter(dut):
     """A pushed ReduceScatter: each participant pushes its N shards, the ISA reads shard r of
     every participant in phase r from the push slots (a shard that is not a whole number of slots
@@ -191,9 +215,11 @@ ELEMENTS = {"verilator": 2048, "icarus": 64}
 
 
 @pytest.mark.parametrize("sim", ["verilator", "icarus"])
-def test_push_scenario(sim):
+@pytest.mark.parametrize("testcase", ["push_beside_pull_faults_and_reduce",
+                                      "bad_push_descriptor_then_good"])
+def test_push_scenario(sim, testcase):
     params = isa_params({})
     path = verilog_for(lambda: Isa(params), "isa", repr(params))
     run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
                config={"stalls": sim == "verilator", "elements": ELEMENTS[sim]},
-               testcase="push_beside_pull_faults_and_reduce")
+               testcase=testcase)

@@ -389,14 +389,18 @@ def _push_reasons(desc, params, op):
 
 
 def push_mode(desc, params):
-    """The mode a good descriptor runs in, :attr:`PushMode.PUSH` or :attr:`PushMode.PULL`: the
+    """The mode a descriptor runs in, :attr:`PushMode.PUSH` or :attr:`PushMode.PULL`: the
     software twin of the hardware's choice (AUTO resolved). The participants' programs follow it:
-    push their inputs, or arrive."""
+    push their inputs, or arrive. A bad descriptor (:func:`check_descriptor`) never runs pushed:
+    its participants arrive and it ends with ERROR at its barrier, or at once if it has none
+    (a PUSH that cannot push)."""
     try:
         op = Op(desc.get("op", 0))
     except ValueError:
         op = None
     mode = desc.get("mode", 0)
+    if check_descriptor(desc, params):
+        return PushMode.PULL
     if mode == PushMode.PUSH.value:
         return PushMode.PUSH
     if (mode == PushMode.AUTO.value and _can_push(desc, params, op)

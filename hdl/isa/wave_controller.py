@@ -389,7 +389,9 @@ class WaveController(wiring.Component):
                 r.in_place.eq(r.check.in_place),
                 r.bad.eq(~r.check.ok),
                 r.barrier_ok.eq(r.check.barrier_ok), r.status.eq(0), r.timed_out.eq(0),
-                r.push.eq(r.check.push & r.check.barrier_ok), r.rearmed.eq(0),
+                # Only a good descriptor runs pushed: a bad one's participants arrive (push_mode()
+                # says PULL), so its space is never handed back under pushes still arriving.
+                r.push.eq(r.check.push & r.check.ok), r.rearmed.eq(0),
             ]
             with m.If(prog.restart):
                 self._restart(m, r)
