@@ -167,6 +167,19 @@ COMMANDS = {c.name: c for c in (
                  "docs/PERFORMANCE.md)",
             description="All-Reduce latency and efficiency on the simulated system (`scin "
                         "bench-allreduce`)."),
+    Command("bench-push", "bench_push",
+            help="push against pull All-Reduce over sizes, dtypes and endpoints: the crossover "
+                 "and the AUTO threshold (writes docs/bench/push.csv, push_latency.png and "
+                 "docs/PERFORMANCE.md)",
+            description="Run the All-Reduce in pull and in push mode on the same simulator build "
+                        "(one push resource of --push-capacity per participant in both) for "
+                        "every endpoint count, dtype and size, each result checked bit for bit; "
+                        "write docs/bench/push.csv, docs/bench/push_latency.png and the "
+                        "bench-push section of docs/PERFORMANCE.md: the pull/push table, the "
+                        "crossover per dtype and N, the AUTO threshold it recommends and issue "
+                        "18's push targets. A mismatch fails the command and nothing is written.",
+            epilog="Examples: scin bench-push --jobs 2; scin bench-push --endpoints 4 --dtypes "
+                   "fp16 --sizes 64B,4KiB,16KiB --doc /tmp/PERF.md --out /tmp/push"),
     Command("bench", "bench",
             help="sweep size, dtype, waves, table capacity, endpoints and operation; CSV, plots "
                  "and docs/PERFORMANCE.md sections, with modelled NVLS and ring figures",
