@@ -93,8 +93,9 @@ def message_layout(params):
         "dst_addr":   48, "dst_scale_addr": 48,
         **{name: 1 for name in OpPlan._fields},
         "root":       params.fabric.ports,
-        "push":       1,                    # push mode: the inputs are in the push slots
-        "push_slot":  params.table_slot_bits,  # ... from this one on (the resource's first)
+        # Push mode only: the inputs are in the push slots, from `push_slot` (the resource's
+        # first) on. (Absent without push space: constant fields would be undriven bits.)
+        **({"push": 1, "push_slot": params.table_slot_bits} if params.push_slots else {}),
     })
 
 

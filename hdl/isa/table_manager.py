@@ -1,6 +1,6 @@
 """TableManager: hands out wave-table slots and regulates outstanding waves."""
 
-from amaranth.hdl import Module, Signal, Mux
+from amaranth.hdl import Module, Signal, Mux, Const
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 
@@ -59,7 +59,8 @@ class TableManager(wiring.Component):
         freed = Signal(range(p.slots + 1))
         waves = self.counters.waves
         # A push collective's slots are the resource's own, handed back by the controller.
-        with m.If(self.release.release & ~self.run.msg.push):
+        pushed = self.run.msg.push if p.push_slots else Const(0, 1)
+        with m.If(self.release.release & ~pushed):
             with m.If(self.release.end | (in_wave + 1 == p.slots_per_wave)):
                 m.d.comb += freed.eq(in_wave + 1)
                 m.d.sync += [in_wave.eq(0), waves.eq(waves + 1)]

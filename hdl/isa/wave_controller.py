@@ -56,7 +56,7 @@ class DescriptorCheck(wiring.Component):
             "mask":       Out(params.fabric.ports),
             "root":       Out(params.fabric.ports),
             "in_place":   Out(1),
-            "push":       Out(1),
+            **({"push": Out(1)} if params.push_slots else {}),
         })
 
     def elaborate(self, platform):
@@ -389,10 +389,11 @@ class WaveController(wiring.Component):
                 r.in_place.eq(r.check.in_place),
                 r.bad.eq(~r.check.ok),
                 r.barrier_ok.eq(r.check.barrier_ok), r.status.eq(0), r.timed_out.eq(0),
+            ]
+            if self._params.push_slots:
                 # Only a good descriptor runs pushed: a bad one's participants arrive (push_mode()
                 # says PULL), so its space is never handed back under pushes still arriving.
-                r.push.eq(r.check.push & r.check.ok), r.rearmed.eq(0),
-            ]
+                m.d.sync += [r.push.eq(r.check.push & r.check.ok), r.rearmed.eq(0)]
             with m.If(prog.restart):
                 self._restart(m, r)
                 m.next = "FETCH"
