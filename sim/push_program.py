@@ -11,7 +11,7 @@ packet goes in a command of its own and no byte past the input is sent.
 
 from ..hdl.codec import pack
 from ..hdl.endpoint.accelerator import AccOp
-from ..hdl.isa import Op, ReadKind, push_addr_layout
+from ..hdl.isa import ReadKind, push_addr_layout, push_input_bytes
 
 __all__ = ["push_commands"]
 
@@ -21,10 +21,8 @@ def push_commands(isa_params, desc, port, tag):
     the participant on ``port`` pushes its input for the descriptor ``desc`` (a dict of
     integers), each carrying ``tag``."""
     int8 = desc["dtype"] == 2       # DType.INT8
-    # The whole input: C bytes, or a ReduceScatter's N shards of C.
-    elements = desc["elements"] * (bin(desc["participants"]).count("1")
-                                   if desc["op"] == Op.REDUCE_SCATTER.value else 1)
-    data_bytes = elements * (1 if int8 else 2)
+    data_bytes = push_input_bytes(desc)
+    elements = data_bytes if int8 else data_bytes // 2
     layout = push_addr_layout(isa_params)
     page, spage = isa_params.fabric.max_payload, isa_params.scale_bytes_per_slot
     parts = []

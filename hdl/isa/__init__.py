@@ -5,7 +5,7 @@ Code outside ``hdl/isa`` imports from here only; the submodules are the ISA's in
 
 from .descriptor import (Op, FlagMode, FlagStatus, PushMode, ReadKind, IsaParams,
                          descriptor_layout, flag_layout, read_tag_layout, write_tag_layout,
-                         push_addr_layout, push_mode, check_descriptor, buffer_alignment,
+                         push_addr_layout, push_mode, push_input_bytes, check_descriptor, buffer_alignment,
                          MAX_PORTS, MIN_TIMEOUT, WRITE_TAG_BITS, PUSH_OPS)
 from .dtype import DType, DatapathStatus, BLOCK_ELEMENTS
 from .instruction_buffer import load_layout
@@ -19,6 +19,6 @@ __all__ = [
     "Op", "FlagMode", "FlagStatus", "PushMode", "ReadKind", "DType", "DatapathStatus",
     "descriptor_layout", "load_layout", "counters_layout", "flag_layout",
     "read_tag_layout", "write_tag_layout", "push_addr_layout", "read_tag", "write_tag",
-    "check_descriptor", "push_mode", "buffer_alignment",
+    "check_descriptor", "push_mode", "push_input_bytes", "buffer_alignment",
     "MAX_PORTS", "PUSH_OPS", "MIN_TIMEOUT", "WRITE_TAG_BITS", "BLOCK_ELEMENTS", "COUNTER_BITS",
 ]

@@ -21,7 +21,7 @@ from .dtype import DType, BLOCK_ELEMENTS
 
 __all__ = ["Op", "IMPLEMENTED_OPS", "SHARDED_OPS", "ROOTED_OPS", "IN_PLACE_OPS", "PUSH_OPS",
            "FlagMode", "PushMode", "FlagStatus", "ReadKind", "descriptor_layout", "flag_layout",
-           "read_tag_layout", "push_addr_layout", "push_mode",
+           "read_tag_layout", "push_addr_layout", "push_mode", "push_input_bytes",
            "write_tag_layout", "IsaParams", "MAX_PORTS", "WRITE_TAG_BITS", "MIN_TAG_SEQ_BITS",
            "MIN_TIMEOUT", "check_descriptor", "buffer_alignment"]
 
@@ -358,8 +358,9 @@ def check_descriptor(desc, params):
     return reasons
 
 
-def _push_bytes(desc):
-    """Bytes each participant pushes: its whole input (``C`` bytes; ReduceScatter ``N x C``)."""
+def push_input_bytes(desc):
+    """Bytes each participant pushes for the descriptor ``desc`` (a dict of integers): its whole
+    input, ``C`` bytes (ReduceScatter: its ``N`` shards, ``N x C``)."""
     nbytes = desc.get("elements", 0) * (1 if desc.get("dtype", 0) == DType.INT8.value else 2)
     if desc.get("op", 0) == Op.REDUCE_SCATTER.value:
         nbytes *= bin(desc.get("participants", 0)).count("1")
@@ -369,7 +370,7 @@ def _push_bytes(desc):
 def _can_push(desc, params, op):
     """Whether the descriptor can run in push mode: its op, its resource's reserved space."""
     return (op in PUSH_OPS and desc.get("sync", 0) < params.push_resources
-            and _push_bytes(desc) <= params.push_capacity)
+            and push_input_bytes(desc) <= params.push_capacity)
 
 
 def _push_reasons(desc, params, op):
@@ -384,7 +385,7 @@ def _push_reasons(desc, params, op):
     if desc.get("sync", 0) >= params.push_resources:
         return [f"sync resource {desc.get('sync', 0)} has no push space (push_resources = "
                 f"{params.push_resources})"]
-    return [f"{_push_bytes(desc)} bytes per participant exceed the push space "
+    return [f"{push_input_bytes(desc)} bytes per participant exceed the push space "
             f"(push_capacity = {params.push_capacity})"]
 
 
@@ -404,7 +405,7 @@ def push_mode(desc, params):
     if mode == PushMode.PUSH.value:
         return PushMode.PUSH
     if (mode == PushMode.AUTO.value and _can_push(desc, params, op)
-            and _push_bytes(desc) <= params.auto_threshold):
+            and push_input_bytes(desc) <= params.auto_threshold):
         return PushMode.PUSH
     return PushMode.PULL
 
