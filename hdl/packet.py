@@ -43,19 +43,26 @@ class Opcode(enum.Enum, shape=4):
     READ_RESP  = 3  #: read data (``length`` bytes) for the request with the same ``tag``
     WRITE_RESP = 4  #: completion of a WRITE or ATOMIC_ADD with the same ``tag``
     ATOMIC_ADD = 5  #: add ``length`` to the 32-bit word at ``addr`` (arrival flags); header only
+    #: read ``length`` *flits* at ``addr``; header only; answered by a train of READ_RESPs, one
+    #: per piece of the range cut at the 4 KB (max-payload) boundaries, tags ``tag + j``
+    READ_WAVE  = 6
+    #: as WRITE, but answered by nothing: a failure is reported by the next WRITE's WRITE_RESP
+    WRITE_POSTED = 7
 
 
 #: The message class every opcode travels in. A header whose class disagrees is malformed.
 OPCODE_CLASS = {
     Opcode.READ:       MsgClass.REQ,
     Opcode.ATOMIC_ADD: MsgClass.REQ,
+    Opcode.READ_WAVE:  MsgClass.REQ,
     Opcode.WRITE:      MsgClass.WRITE,
+    Opcode.WRITE_POSTED: MsgClass.WRITE,
     Opcode.READ_RESP:  MsgClass.RDATA,
     Opcode.WRITE_RESP: MsgClass.WRESP,
 }
 
 #: Opcodes whose packets carry ``payload_flits(length)`` payload flits; the others are header only.
-PAYLOAD_OPCODES = frozenset({Opcode.WRITE, Opcode.READ_RESP})
+PAYLOAD_OPCODES = frozenset({Opcode.WRITE, Opcode.WRITE_POSTED, Opcode.READ_RESP})
 
 
 class Status(enum.Enum, shape=3):

@@ -5,13 +5,14 @@ from types import SimpleNamespace
 from amaranth.hdl import Module, Signal, Const, Mux, Cat
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In, Out, connect, flipped
 from amaranth.utils import bits_for, exact_log2
 
 from ..packet import FabricParams, MsgClass, Opcode
 from ..params import check_int, check_type
 from ..transport.signature import packet_signature
 from .axi import AxiParams, Burst, Resp, axi_signature
+from .read_train import ReadTrainSplitter
 
 
 __all__ = ["AxiBridge", "bridge_axi_params", "AXI_BOUNDARY"]
@@ -48,6 +49,17 @@ class AxiBridge(wiring.Component):
     WRITE header is followed by payload. Anything else is answered with status ``SLVERR`` without
     touching memory (a READ error response has ``length`` 0 and no payload).
 
+    ``READ_WAVE`` (on ``req_in``; ``length`` in flits) is cut by a :class:`ReadTrainSplitter` in
+    front of the REQ paths into one READ per piece (every multiple of
+    :func:`~scin.hdl.endpoint.read_train.train_piece_bytes` of the address: 4096 by default), each
+    with its own read ID and context, answered by a train of READ_RESPs (tags ``tag + j``, ``addr``
+    the piece's); a bad one (``length`` 0, unaligned, beyond the address space) by one READ_RESP
+    ``SLVERR`` of length 0 (docs/PROTOCOL.md, "Read trains and posted writes").
+
+    ``WRITE_POSTED`` (on ``write_in``) is written as a WRITE but not answered; its failure (a
+    refused access or an AXI error) is kept, sticky, and the next WRITE's WRITE_RESP reports the
+    worst of its own status and the sticky one, then clears it; ``posted_errors`` counts them.
+
     ``ATOMIC_ADD`` adds ``length`` to the 32-bit little-endian word at ``addr`` (4-byte aligned, else
     ``SLVERR``) and is answered with ``WRITE_RESP`` (``length`` 4). It is atomic **only with respect
     to traffic through this bridge**: it waits until every earlier write has its B response, holds
@@ -60,7 +72,8 @@ class AxiBridge(wiring.Component):
     ``READ_RESP`` (``rdata_out``, class RDATA) and ``WRITE_RESP`` (``wresp_out``, class WRESP) carry
     ``inc``, ``tag`` and ``length`` of their request, ``src`` = ``port``, ``dst`` = the request's
     ``src``, ``status`` = the AXI response (for reads: that of the first beat; a DECERR read still
-    carries its ``length`` of zero bytes, so framing never changes), ``addr`` 0.
+    carries its ``length`` of zero bytes, so framing never changes), ``addr`` 0 (a train's
+    READ_RESP: the piece's address).
 
     Ordering and throughput
     -----------------------
@@ -86,7 +99,7 @@ class AxiBridge(wiring.Component):
     Members
     -------
     req_in : In(packet_signature(params))
-        Received REQ-class packets (READ, ATOMIC_ADD).
+        Received REQ-class packets (READ, READ_WAVE, ATOMIC_ADD).
     write_in : In(packet_signature(params))
         Received WRITE-class packets.
     rdata_out : Out(packet_signature(params))
@@ -98,6 +111,8 @@ class AxiBridge(wiring.Component):
         Packets dropped for a wrong opcode or class (wraps).
     rejected : Out(16)
         Requests answered with SLVERR by the bridge itself (wraps).
+    posted_errors : Out(16)
+        WRITE_POSTEDs that failed (refused, or an AXI error response) (wraps).
     """
 
     def __init__(self, params, *, port=0, outstanding=16):
@@ -115,6 +130,7 @@ class AxiBridge(wiring.Component):
             "axi":       Out(axi_signature(self._axi_params)),
             "dropped":   Out(16),
             "rejected":  Out(16),
+            "posted_errors": Out(16),
         })
 
     @property
@@ -127,6 +143,10 @@ class AxiBridge(wiring.Component):
         # them. The helpers run in this order because later assignments to a shared signal
         # (req_in.ready, wctx.w_en, the W channel) take priority over earlier ones.
         s = SimpleNamespace()
+        # READ_WAVEs are cut into pieces in front of the REQ paths, which see them as `s.req`.
+        m.submodules.read_train = train = ReadTrainSplitter(self._params)
+        connect(m, flipped(self.req_in), train.i)
+        s.req = train.o
         self._counters(m, s)
         self._ax_registers(m, s)
         self._contexts(m, s)
@@ -160,11 +180,11 @@ class AxiBridge(wiring.Component):
         fb = self._params.flit_bytes
         return (h.addr[:exact_log2(fb)] + h.length + (fb - 1)) >> exact_log2(fb)
 
-    def _response_header(self, view, *, opcode, inc, status, dst, length, tag):
+    def _response_header(self, view, *, opcode, inc, status, dst, length, tag, addr=0):
         cls = MsgClass.RDATA if opcode == Opcode.READ_RESP else MsgClass.WRESP
         return [view.opcode.eq(opcode), view.msg_class.eq(cls), view.inc.eq(inc),
                 view.status.eq(status), view.src.eq(self._port), view.dst.eq(dst),
-                view.length.eq(length), view.tag.eq(tag), view.addr.eq(0)]
+                view.length.eq(length), view.tag.eq(tag), view.addr.eq(addr)]
 
     def _byte_keep(self, m, lo, hi):
         """Per-byte mask of a flit: bytes ``lo <= b < hi`` (a signal, so it is built once)."""
@@ -216,8 +236,11 @@ class AxiBridge(wiring.Component):
         P = self._params
         lg = exact_log2(P.flit_bytes)
         n = self._outstanding
+        # write: a WRITE's context (its answer reports the sticky status of the posted writes);
+        # posted: a WRITE_POSTED's (not answered: its status goes into the sticky one).
         wctx_layout = data.StructLayout({"tag": P.tag_width, "src": P.port_bits, "inc": 1,
-                                         "length": P.length_width, "local": 1, "status": 3})
+                                         "length": P.length_width, "local": 1, "status": 3,
+                                         "write": 1, "posted": 1})
         m.submodules.wctx = wctx = SyncFIFOBuffered(width=wctx_layout.size, depth=16)
         wctx_in = Signal(wctx_layout)
         m.d.comb += wctx.w_data.eq(wctx_in)
@@ -225,8 +248,10 @@ class AxiBridge(wiring.Component):
         aw_issue, b_fire = Signal(), Signal()
         m.d.sync += w_inflight.eq(w_inflight + aw_issue - b_fire)
 
+        # raddr: the flit address its READ_RESP carries (a train's piece address; 0 for a READ).
         rctx_layout = data.StructLayout({"tag": P.tag_width, "src": P.port_bits, "inc": 1,
-                                         "length": P.length_width, "off": lg})
+                                         "length": P.length_width, "off": lg,
+                                         "raddr": P.addr_width - lg})
         rctx = [Signal(rctx_layout, name=f"rctx{i}") for i in range(n)]
         id_busy, id_alloc, id_free = Signal(n), Signal(n), Signal(n)
         m.d.sync += id_busy.eq((id_busy | id_alloc) & ~id_free)
@@ -255,9 +280,11 @@ class AxiBridge(wiring.Component):
         atom = Signal(data.StructLayout({"tag": P.tag_width, "src": P.port_bits, "inc": 1,
                                          "addr": P.addr_width, "addend": P.length_width}))
         atom_sum, atom_resp = Signal(32), Signal(Resp)
-        rh = hdr_layout(self.req_in.payload.data[:hdr_layout.size])
+        rh = hdr_layout(s.req.payload.data[:hdr_layout.size])
         rh_atomic = (rh.opcode == Opcode.ATOMIC_ADD) & (rh.msg_class == MsgClass.REQ)
-        rh_read = (rh.opcode == Opcode.READ) & (rh.msg_class == MsgClass.REQ)
+        # A READ, or one piece of a READ_WAVE (ReadTrainSplitter: its length in bytes).
+        rh_read = (((rh.opcode == Opcode.READ) | (rh.opcode == Opcode.READ_WAVE)) &
+                   (rh.msg_class == MsgClass.REQ))
         req_skip = Signal()       # dropping the tail of a malformed multi-flit REQ packet
         read_loads_ar = Signal()  # the read path takes the AR register this cycle
         atom_r_fire = Signal()    # the atomic unit's R beat is taken this cycle
@@ -267,14 +294,14 @@ class AxiBridge(wiring.Component):
 
         with m.FSM(name="atomic") as atom_fsm:
             with m.State("IDLE"):
-                with m.If(~req_skip & self.req_in.valid & rh_atomic):
+                with m.If(~req_skip & s.req.valid & rh_atomic):
                     with m.If(rh.addr[:2] == 0):
-                        m.d.comb += self.req_in.ready.eq(1)
+                        m.d.comb += s.req.ready.eq(1)
                         m.d.sync += [atom.tag.eq(rh.tag), atom.src.eq(rh.src), atom.inc.eq(rh.inc),
                                      atom.addr.eq(rh.addr), atom.addend.eq(rh.length)]
                         m.next = "DRAIN"
                     with m.Elif(wctx.w_rdy):
-                        m.d.comb += [self.req_in.ready.eq(1), atom_push.eq(1), s.rej_r.eq(1),
+                        m.d.comb += [s.req.ready.eq(1), atom_push.eq(1), s.rej_r.eq(1),
                                      wctx_in.tag.eq(rh.tag), wctx_in.src.eq(rh.src),
                                      wctx_in.inc.eq(rh.inc), wctx_in.length.eq(4),
                                      wctx_in.local.eq(1), wctx_in.status.eq(Resp.SLVERR)]
@@ -326,14 +353,14 @@ class AxiBridge(wiring.Component):
         lg = exact_log2(self._params.flit_bytes)
         n = self._outstanding
         rh, rctx, free_id = s.rh, s.rctx, s.free_id
-        with m.If(self.req_in.valid & self.req_in.ready):
-            m.d.sync += s.req_skip.eq(~self.req_in.payload.last)
+        with m.If(s.req.valid & s.req.ready):
+            m.d.sync += s.req_skip.eq(~s.req.payload.last)
         with m.If(s.req_skip):
-            m.d.comb += self.req_in.ready.eq(1)
-        with m.Elif(self.req_in.valid & s.rh_read):
+            m.d.comb += s.req.ready.eq(1)
+        with m.Elif(s.req.valid & s.rh_read):
             with m.If(self._legal(rh)):
                 with m.If(s.any_free & s.ar_can):
-                    m.d.comb += [self.req_in.ready.eq(1), s.read_loads_ar.eq(1),
+                    m.d.comb += [s.req.ready.eq(1), s.read_loads_ar.eq(1),
                                  s.id_alloc.eq(Const(1, n) << free_id)]
                     m.d.sync += self._load_ax(s.ar, s.ar_v, id=free_id, addr=rh.addr,
                                               beats=self._beats_of(rh), inc=rh.inc)
@@ -341,13 +368,15 @@ class AxiBridge(wiring.Component):
                         with m.If(free_id == i):
                             m.d.sync += [rctx[i].tag.eq(rh.tag), rctx[i].src.eq(rh.src),
                                          rctx[i].inc.eq(rh.inc), rctx[i].length.eq(rh.length),
-                                         rctx[i].off.eq(rh.addr[:lg])]
+                                         rctx[i].off.eq(rh.addr[:lg]),
+                                         rctx[i].raddr.eq(Mux(rh.opcode == Opcode.READ_WAVE,
+                                                              rh.addr[lg:], 0))]
             with m.Elif(s.rerr.w_rdy):
-                m.d.comb += [self.req_in.ready.eq(1), s.rerr.w_en.eq(1), s.rej_r.eq(1),
+                m.d.comb += [s.req.ready.eq(1), s.rerr.w_en.eq(1), s.rej_r.eq(1),
                              s.rerr_in.tag.eq(rh.tag), s.rerr_in.src.eq(rh.src),
                              s.rerr_in.inc.eq(rh.inc)]
-        with m.Elif(self.req_in.valid & ~s.rh_atomic):
-            m.d.comb += [self.req_in.ready.eq(1), s.drop_r.eq(1)]
+        with m.Elif(s.req.valid & ~s.rh_atomic):
+            m.d.comb += [s.req.ready.eq(1), s.drop_r.eq(1)]
 
     def _read_responses(self, m, s):
         """R -> READ_RESP packets on ``rdata_out`` (registered): a header per burst from its read
@@ -391,7 +420,9 @@ class AxiBridge(wiring.Component):
                 with m.Elif(axi.r.valid & ro_can):
                     m.d.comb += self._response_header(out_hdr, opcode=Opcode.READ_RESP,
                                                       inc=sel.inc, status=r.resp, dst=sel.src,
-                                                      length=sel.length, tag=sel.tag)
+                                                      length=sel.length, tag=sel.tag,
+                                                      addr=Cat(Const(0, exact_log2(fb)),
+                                                               sel.raddr))
                     m.d.sync += [ro_v.eq(1), ro.data.eq(out_hdr.as_value()), ro.last.eq(0),
                                  cur.eq(sel), cur_id.eq(r.id), remaining.eq(sel.length)]
                     m.next = "DATA"
@@ -420,13 +451,16 @@ class AxiBridge(wiring.Component):
         w = axi.w.payload
         with m.FSM(name="write"):
             with m.State("HEADER"):
-                is_write = (wh.opcode == Opcode.WRITE) & (wh.msg_class == MsgClass.WRITE)
+                posted = wh.opcode == Opcode.WRITE_POSTED
+                is_write = (((wh.opcode == Opcode.WRITE) | posted) &
+                            (wh.msg_class == MsgClass.WRITE))
                 good = is_write & self._legal(wh) & ~self.write_in.payload.last
                 with m.If(self.write_in.valid & good):
                     with m.If(~s.atom_busy & ~s.atom_push & s.aw_can & wctx.w_rdy):
                         m.d.comb += [self.write_in.ready.eq(1), s.aw_issue.eq(1), wctx.w_en.eq(1),
                                      wctx_in.tag.eq(wh.tag), wctx_in.src.eq(wh.src),
-                                     wctx_in.inc.eq(wh.inc), wctx_in.length.eq(wh.length)]
+                                     wctx_in.inc.eq(wh.inc), wctx_in.length.eq(wh.length),
+                                     wctx_in.write.eq(~posted), wctx_in.posted.eq(posted)]
                         m.d.sync += [*self._load_ax(s.aw, s.aw_v, id=0, addr=wh.addr,
                                                     beats=self._beats_of(wh), inc=wh.inc),
                                      w_off.eq(wh.addr[:lg]), w_rem.eq(wh.length)]
@@ -436,7 +470,8 @@ class AxiBridge(wiring.Component):
                         m.d.comb += [self.write_in.ready.eq(1), wctx.w_en.eq(1), s.rej_w.eq(1),
                                      wctx_in.tag.eq(wh.tag), wctx_in.src.eq(wh.src),
                                      wctx_in.inc.eq(wh.inc), wctx_in.length.eq(wh.length),
-                                     wctx_in.local.eq(1), wctx_in.status.eq(Resp.SLVERR)]
+                                     wctx_in.local.eq(1), wctx_in.status.eq(Resp.SLVERR),
+                                     wctx_in.write.eq(~posted), wctx_in.posted.eq(posted)]
                         with m.If(~self.write_in.payload.last):
                             m.next = "DROP"
                 with m.Elif(self.write_in.valid):
@@ -470,7 +505,9 @@ class AxiBridge(wiring.Component):
 
     def _write_responses(self, m, s):
         """B -> WRITE_RESP packets on ``wresp_out`` (registered), in write-context order; a
-        locally answered context needs no B."""
+        locally answered context needs no B. A WRITE_POSTED's context sends nothing: its status
+        goes into ``sticky`` (the worst since the last WRITE's answer), which the next WRITE's
+        answer reports and clears; its errors are counted in ``posted_errors``."""
         P, axi = self._params, self.axi
         hdr_layout = P.header_layout
         wctx = s.wctx
@@ -481,14 +518,24 @@ class AxiBridge(wiring.Component):
             m.d.sync += bo_v.eq(0)
         whead = s.wctx_layout(wctx.r_data)
         b_hdr = Signal(hdr_layout)
-        take = wctx.r_rdy & bo_can & (whead.local | axi.b.valid)
-        m.d.comb += [axi.b.ready.eq(wctx.r_rdy & bo_can & ~whead.local),
-                     s.b_fire.eq(axi.b.valid & axi.b.ready)]
+        room = wctx.r_rdy & (bo_can | whead.posted)
+        take = room & (whead.local | axi.b.valid)
+        m.d.comb += [axi.b.ready.eq(room & ~whead.local), s.b_fire.eq(axi.b.valid & axi.b.ready)]
+        status = Signal(3)
+        m.d.comb += status.eq(Mux(whead.local, whead.status, axi.b.payload.resp))
+        sticky, worst = Signal(3), Signal(3)
+        m.d.comb += worst.eq(Mux(sticky > status, sticky, status))
+        posted_errors = Signal(16)
+        m.d.comb += self.posted_errors.eq(posted_errors)
         with m.If(take):
-            m.d.comb += [wctx.r_en.eq(1),
-                         *self._response_header(b_hdr, opcode=Opcode.WRITE_RESP, inc=whead.inc,
-                                                status=Mux(whead.local, whead.status,
-                                                           axi.b.payload.resp),
-                                                dst=whead.src, length=whead.length,
-                                                tag=whead.tag)]
-            m.d.sync += [bo_v.eq(1), bo.data.eq(b_hdr.as_value()), bo.last.eq(1)]
+            m.d.comb += wctx.r_en.eq(1)
+            with m.If(whead.posted):
+                m.d.sync += [sticky.eq(worst), posted_errors.eq(posted_errors + status[1])]
+            with m.Else():
+                m.d.comb += self._response_header(b_hdr, opcode=Opcode.WRITE_RESP, inc=whead.inc,
+                                                  status=Mux(whead.write, worst, status),
+                                                  dst=whead.src, length=whead.length,
+                                                  tag=whead.tag)
+                m.d.sync += [bo_v.eq(1), bo.data.eq(b_hdr.as_value()), bo.last.eq(1)]
+                with m.If(whead.write):
+                    m.d.sync += sticky.eq(0)
