@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from ..sim import llm
-from ..sim.system_model import (CALIBRATION_PATH, COMPARE_PATH, Fabric, NVLINK_HOP_S,
+from ..sim.system_model import (CALIBRATION_PATH, COMPARE_PATH, PUSH_PATH, read_push_csv,
+                                packet_flits, Fabric, NVLINK_HOP_S,
                                 NVLINK_MEM_S, NVLINK_ISA_HZ, NVLINK_ATOMIC_S, NVLS_PACKET_BYTES,
                                 NVLS_WINDOW, NVLS_BARRIER_OWN, NVLS_ISSUE_CYCLES,
                                 NVLS_REQUEST_CYCLES, NVLS_SEQUENCER_CYCLES, RING_SLICES,
@@ -129,6 +130,46 @@ def _worst(rows):
     return max(rows, key=lambda r: abs(r["error_pct"])) if rows else None
 
 
+def push_section(cal, push_csv):
+    """The model against every row of ``scin bench-push``'s CSV (pull and push), with what the
+    hop-table push form used before this calibration gave."""
+    f = rtl_fabric(cal)
+    c = f.isa_cycle_s
+    body, worst, moved = [], 0, []
+    for r in read_push_csv(push_csv):
+        n, size, dtype, mode = int(r["endpoints"]), int(r["size"]), r["dtype"], r["mode"]
+        model = f.cycles(scin_time("allreduce", size, n, f, cal, dtype, mode=mode))
+        old = ""
+        if mode == "push":
+            worst = max(worst, abs(model - r["cycles"]))
+            if dtype != "int8":
+                # The hop-table form this calibration replaced: 2L + M + (own - 10) c + pk(S) t.
+                levels = max(0, (n - 1).bit_length() - 2)
+                prev = f.cycles(2 * f.hop_s + f.mem_s + (cal.own["allreduce"] + cal.level_cycles
+                                                         * levels - 10) * c
+                                + packet_flits(size, f, cal.control_flits) * f.flit_s)
+                old = str(prev)
+                moved.append(model - prev)
+        body.append([n, dtype, _size(size), mode, r["cycles"], model,
+                     f"{model - r['cycles']:+d}", old])
+    text = ["## Validation against `scin bench-push`", "",
+            f"Every row of `{push_csv.name}` (`scin bench-push`, commit(s) "
+            f"{', '.join(cal.push_commits) or '-'}; All-Reduce, paper latency model) against "
+            f"the model. Push rows: the calibrated push form, **largest difference {worst} "
+            "cycle(s)**. Pull rows: the pull form of `scin bench`, which those runs exceed by "
+            "1 cycle (the push space's packet arbiter in front of the read-response queue, "
+            "docs/PERFORMANCE.md) and, for INT8 from 16 KiB, by 2-4 cycles (the INT8 rows of "
+            "`bench.csv` are of an older commit). `before` is the hop-table push form this "
+            "calibration replaced (`2L + M + (own - 10) c + pk(S) t`; fp16 only: its INT8 form "
+            f"also stored the last slot); the push figures moved by {min(moved, default=0):+d} "
+            f"to {max(moved, default=0):+d} cycles. Push is faster than pull at every row, "
+            "measured and modelled (no crossover up to the 32 KiB push space).", "",
+            _table(["N", "dtype", "size", "mode", "RTL (cycles)", "model", "model - RTL",
+                    "before"], body, ["---:", "---", "---:", "---", "---:", "---:", "---:",
+                                      "---:"])]
+    return "\n".join(text)
+
+
 def compare_section(cal, compare_csv):
     """The model against every row of ``scin compare``'s CSV: the table, a summary per
     algorithm and endpoint count, the window side runs, and what the largest differences are."""
@@ -237,7 +278,11 @@ def calibration_section(cal):
         ["wave gap", f"2 hops + memory + **{cal.wave_gap_own:g}** cycles",
          "the one-wave run (64 KiB table)"],
         ["own cycles per hop", ", ".join(f"{k} {v}" for k, v in cal.hop_own.items()),
-         "hop table of docs/PERFORMANCE.md (not in the CSV); used by push"],
+         "hop table of docs/PERFORMANCE.md (not in the CSV)"],
+        ["push own cycles (4 endpoints)", f"fp16 **{cal.push_own:g}**, int8 "
+         f"**{cal.push_int8_own:g}**; per adder level **{cal.push_level_cycles:g}**",
+         f"push rows of `{cal.push_source or '-'}` ({cal.push_points} points): measured - 2 "
+         "hops - link flits; 8 against 4 endpoints"],
         ["atomic add at an endpoint's memory", f"memory read + **{cal.atomic_own:g}** cycles, "
          "one at a time", f"NVLS and ring rows of `{cal.compare_source or '-'}` (the N "
          "barrier adds at every member, the ring's flags)"],
@@ -276,9 +321,19 @@ def forms_section():
         "- SCIN INQ (calibrated): `T = 4L + M + (own_int8 + level...) c + (n - 1) slot8 t + "
         "2 (d + s) t`: `n` INT8 slots, the last one's `d` data and `s` scale flits "
         "store-and-forward.",
-        "- SCIN push (modelled): `T = 2L + M + (own - 10) c + pk(S) t`: the operand written up "
-        "with the arrival behind it after the endpoint's own read, no barrier issue, read "
-        "request or arrival packet (their 10 own cycles in the hop table).",
+        "- SCIN push (calibrated against `scin bench-push`): `T = 2L + (push_own + push_level x "
+        "(ceil(log2 N) - 2)) c + shards x pk(S) t`: the operand's WRITEs up, the reduction, the "
+        "result and its flag down; no READ, READ_RESP or memory read inside the interval (the "
+        "endpoint reads its operand before its first push WRITE leaves, where the interval "
+        "starts) and no wave gaps. INQ push: `T = 2L + (push_int8_own + push_level x ...) c + "
+        "(sum over slots of d + 2 s + (n - 1) 2 (1 + k)) t` (the block scales cost 2 flit times "
+        "each). Other collectives than the All-Reduce (not measured pushed): their pull own "
+        "cycles less the All-Reduce's saving (`own(allreduce) - push_own`). Until this "
+        "calibration push was modelled from the hop table as `2L + M + (own - 10) c + pk(S) t`: "
+        "it counted the endpoint's memory read (40 cycles on the RTL fabric) that the measured "
+        "push interval does not contain and saved 10 own cycles where the RTL saves 8, 38 "
+        "cycles too many at every size (fp16 N = 4: 252/378/768 modelled against 214/340/730 "
+        "measured at 64 B/4 KiB/16 KiB).",
         "- NVLS (calibrated against `scin compare`; NCCL's NVLS kernel on the RTL's NVLS "
         "engine, docs/NVLS.md): `T = (2L + b + N a) + D + (2L + b + a + (R - 1) max(0, a - d)) "
         "+ 2 i`. Two barriers: every rank's `red` is an atomic add `a` at every member, served "
@@ -356,7 +411,8 @@ def scale_section(cal, hop_s, mem_s, plot_dir, rel, ports=PORTS, planes_list=PLA
             "ISA per plane. All-Reduce latency in microseconds (`size` per rank); speedups over "
             "NVLS. **SCIN pull and INQ are the calibrated forms; NVLS and ring the forms "
             "calibrated against `scin compare`, with GPUs for endpoints and an NVLS engine per "
-            "port (NVLink-class parameters); push is modelled only.**", ""]
+            "port (NVLink-class parameters); push is the form calibrated against `scin "
+            "bench-push`.**", ""]
     csv_rows = []
     for planes in planes_list:
         f = nvlink_fabric(5, planes, hop_s=hop_s, mem_s=mem_s)
@@ -794,6 +850,10 @@ def run(args):
     else:
         compared, crows = (f"## Validation against `scin compare`\n\n{compare_path} does not "
                            "exist: run `scin compare` for NVLS and ring points."), []
+    push_path = Path(args.bench_csv).with_name(PUSH_PATH.name)
+    pushed = push_section(cal, push_path) if push_path.exists() else (
+        f"## Validation against `scin bench-push`\n\n{push_path} does not exist: run `scin "
+        "bench-push` for push points.")
     scale, scale_rows = scale_section(cal, hop_s, mem_s, out, rel, ports, planes)
     llm_text, lrows = llm_section(cal, hop_s, mem_s, out, rel)
     _write_csv(scale_rows, out / "scale.csv")
@@ -826,7 +886,10 @@ def run(args):
          "takes at most 8)"],
         ["NVLink-class link, hop and memory latencies, planes", "stated parameters",
          "section NVLink-class parameters"],
-        ["SCIN push", "**modelled only**", "no RTL yet (issue 18)"],
+        ["SCIN push All-Reduce (fp16 and int8, 4 and 8 endpoints)", "**calibrated** from RTL",
+         "push.csv (`scin bench-push`); exact at every measured point"],
+        ["SCIN push of the other collectives", "modelled", "the All-Reduce's push saving on "
+         "their calibrated pull cycles"],
         ["NVLS All-Reduce (RTL fabric)", "**calibrated** from RTL", fitted_note["nvls"]],
         ["ring All-Reduce (RTL fabric)", "**calibrated** from RTL", fitted_note["ring"]],
         ["NVLS and ring ReduceScatter, AllGather, Broadcast, Reduce", "modelled",
@@ -840,14 +903,15 @@ def run(args):
         f"(commit {current_commit()}; no RTL run: the model is closed-form, calibrated from "
         f"`{cal.source}` at commits {', '.join(cal.commits)} and `{cal.compare_source or '-'}` "
         f"at commit{'s' if len(cal.compare_commits) > 1 else ''} "
-        f"{', '.join(cal.compare_commits) or '-'}). Times are modelled unless the "
+        f"{', '.join(cal.compare_commits) or '-'} and `{cal.push_source or '-'}` at "
+        f"{', '.join(cal.push_commits) or '-'}). Times are modelled unless the "
         "validation table says *RTL*. The model is `scin.sim.system_model` (closed forms and "
         "the calibration) and `scin.sim.llm` (the inference roofline).", "",
         "## What is calibrated and what is modelled", "",
         _table(["figure", "status", "from"], status, ["---", "---", "---"])]
     elapsed = time.monotonic() - started
     text = "\n\n".join(["\n".join(head), forms_section(), calibration_section(cal), validation,
-                        compared, fabric_section(hop_s, mem_s), scale,
+                        compared, pushed, fabric_section(hop_s, mem_s), scale,
                         resources_section(cal, hop_s, mem_s, ports),
                         llm_text]) + "\n"
     text = text.replace("(commit", f"({elapsed:.1f} s, commit", 1)

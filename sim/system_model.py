@@ -28,9 +28,15 @@ What is calibrated and what is modelled
   (:data:`COMPARE_CONSTANTS`); :func:`nvls_time` and :func:`ring_time` say how close they come.
   ReduceScatter, AllGather, Broadcast and Reduce of NVLS and the ring are the same mechanism
   with their own packets (modelled, not measured here).
-* **Modelled only**: SCIN *push* (no RTL yet: issue 18). It uses the same link, the same
-  per-hop RTL overheads (the hop table of docs/PERFORMANCE.md, stored in the calibration as
-  ``hop_own``) and the same packet protocol, so that a speedup compares like with like.
+* **Calibrated from ``scin bench-push``** (``fit_push``, ``docs/bench/push.csv``): SCIN *push*
+  (issue 18: each participant WRITEs its operand into the ISA's push space). Its form is the
+  RTL's mechanism: the operand's one hop up, the reduction, the result's hop down with the flag
+  behind it; no READ, no READ_RESP and no memory read inside the measured interval (the
+  endpoint reads its operand before its first push WRITE leaves, where ``scin bench-push``
+  starts the clock), no wave regulation. Three own-cycle constants are fitted (``push_own``,
+  ``push_int8_own``, ``push_level_cycles``); the form meets every push row to the cycle.
+  Push of the other collectives (not measured) is the All-Reduce's saving applied to their own
+  calibrated pull cycles.
 
 Fabric, planes and the protocol ceiling
 ---------------------------------------
@@ -59,25 +65,28 @@ __all__ = ["Fabric", "RTL_FABRIC", "Calibration", "OPS", "MODES",
            "nvlink_fabric", "NVLINK_HOP_S", "NVLINK_MEM_S", "NVLINK_ISA_HZ", "NVLINK_ATOMIC_S",
            "HOP_OWN", "nvls_ceiling", "read_compare_csv", "compare_model", "fit_compare",
            "validate_compare", "compare_modelled", "COMPARE_CONSTANTS", "COMPARE_PATH", "NVLS_PACKET_BYTES",
+           "PUSH_PATH", "read_push_csv", "fit_push", "push_link_flits",
            "NVLS_WINDOW", "RING_SLICES", "rtl_fabric"]
 
 #: The collectives the model knows (NCCL names; ``size`` is NCCL's per-rank count in bytes).
 OPS = ("allreduce", "reduce-scatter", "allgather", "broadcast", "reduce", "barrier")
-#: SCIN's modes: ``pull`` is the RTL's; ``push`` (operands written to the ISA, issue 18) is
-#: modelled only.
+#: SCIN's modes: ``pull`` (the ISA reads the operands) and ``push`` (operands written to the
+#: ISA, issue 18); both are in the RTL and calibrated.
 MODES = ("pull", "push")
 #: Where ``scin study --calibrate`` and the RTL benches keep the fitted constants.
 CALIBRATION_PATH = Path(__file__).resolve().parents[1] / "docs" / "bench" / "calibration.json"
 #: ``scin compare``'s measurements of SCIN, NVLS and the ring on the RTL fabric, which the NVLS
 #: and ring constants are fitted to.
 COMPARE_PATH = CALIBRATION_PATH.with_name("compare.csv")
+#: ``scin bench-push``'s measurements of push against pull, which the push constants are fitted
+#: to.
+PUSH_PATH = CALIBRATION_PATH.with_name("push.csv")
 
 #: The RTL's own cycles per hop over the hop floor, from the hop table of docs/PERFORMANCE.md
 #: (``scin bench-allreduce --hops``, commit e5a3b24, and the op-hops table at 57865a9). The
-#: CSV has totals only; these split the total between hops so that push, which uses another
-#: hop sequence, can be costed from the same RTL (NVLS and the ring have their own constants,
-#: fitted to scin compare). Their sum (39) is the fitted own time
-#: of the pull All-Reduce plus the one cycle of the flag's floor.
+#: CSV has totals only; these split the total between hops. Their sum (39) is the fitted own time
+#: of the pull All-Reduce plus the one cycle of the flag's floor. (Push used to be costed from
+#: them; it is now fitted to ``scin bench-push``: :func:`fit_push`.)
 HOP_OWN = {"arrival": 6, "barrier_issue": 4, "read_request": 3, "bridge_read": 1,
            "memory_read": 1, "read_response": 3, "reduce": 13, "result_write": 3, "flag": 3,
            "commit_poll": 2}
@@ -207,7 +216,7 @@ class Calibration:
         A wave's re-issue gap less a read round trip (2 hops + memory), fitted from the
         one-wave run.
     hop_own : dict
-        :data:`HOP_OWN`: the own cycles per hop (hop table), for the modelled sequences.
+        :data:`HOP_OWN`: the own cycles per hop (hop table of docs/PERFORMANCE.md).
     groups : list of dict
         Every fitted fixed term (commit, op, in_place, dtype, endpoints, fixed cycles, points).
     source, commits, one_way_latency, mem_latency, flit_bytes, clock_mhz, packet_bytes
@@ -228,6 +237,18 @@ class Calibration:
     compare_source, compare_commits, compare_points
         Where the four constants above were fitted from (``scin compare``'s CSV; empty: the
         nominal values of the event trace, docs/SCALE.md).
+    push_own : float
+        The fp16 push All-Reduce's own cycles at 4 endpoints beyond its 2 hops and its link
+        flits (:func:`fit_push`).
+    push_int8_own : float
+        The same for the INT8 push All-Reduce (beyond 2 hops and :func:`push_link_flits`).
+    push_level_cycles : float
+        Cycles each further adder-tree level adds to a push (8 against 4 endpoints): the
+        pull's ``level_cycles`` include the READ issue's round robin over one more port, which
+        push does not have.
+    push_source, push_commits, push_points
+        Where the three push constants were fitted from (``scin bench-push``'s CSV; empty: the
+        defaults, which are that CSV's fit at commit 25eeebe).
     """
     control_flits: int
     int8_slot_flits: int
@@ -253,6 +274,12 @@ class Calibration:
     compare_source: str = ""
     compare_commits: list = field(default_factory=list)
     compare_points: int = 0
+    push_own: float = 30.0
+    push_int8_own: float = 51.0
+    push_level_cycles: float = 1.0
+    push_source: str = ""
+    push_commits: list = field(default_factory=list)
+    push_points: int = 0
 
     def to_json(self):
         return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
@@ -364,9 +391,9 @@ def scin_time(op, size, endpoints, fabric=RTL_FABRIC, cal=None, dtype="fp16", mo
     dtype : str
         ``fp16``/``bf16`` or ``int8`` (INQ; All-Reduce only, as in the RTL).
     mode : str
-        ``pull`` (calibrated) or ``push`` (modelled: each endpoint writes its operand to the ISA
-        with its arrival behind it; no read request and no memory read at the ISA's initiative,
-        the endpoint's own DMA read instead).
+        ``pull`` or ``push`` (each endpoint WRITEs its operand into the ISA's push space; no
+        READ, READ_RESP or memory read in the interval, no wave regulation; calibrated from
+        ``scin bench-push``).
     capacity, waves : int or None
         Wave table per participant (bytes) and outstanding waves; ``capacity=None`` assumes a
         table that covers the bandwidth-delay product (no wave gap).
@@ -375,6 +402,10 @@ def scin_time(op, size, endpoints, fabric=RTL_FABRIC, cal=None, dtype="fp16", mo
 
         T = 4 hop + mem + own(op, N) + sum over the busiest link's packets of
             (payload flits + 1 + control) + wave gaps
+
+    Push All-Reduce (exact for every row of ``scin bench-push``)::
+
+        T = 2 hop + (push_own + push_level x (ceil(log2 N) - 2)) c + the same packets' flits
     """
     cal = cal or load_calibration()
     _check(op, size, endpoints)
@@ -396,21 +427,24 @@ def scin_time(op, size, endpoints, fabric=RTL_FABRIC, cal=None, dtype="fp16", mo
     share = -(-size // f.planes)
     share += share % 2
     if dtype == "int8":
+        if mode == "push":
+            own = cal.push_int8_own + cal.push_level_cycles * _levels(endpoints)
+            return 2 * L + own * c + push_link_flits(share, f, cal) * f.flit_s
         return _scin_int8(share, endpoints, f, cal, level, mode)
     control = _control(f, cal)
     shards = _busiest_link_shards(op, endpoints)
     link = shards * packet_flits(share, f, control) * f.flit_s
+    if mode == "push":
+        # Push: the operand's WRITEs up (one hop; the endpoint read its operand before the
+        # first one left, where the interval starts), the reduction, the result down with the
+        # flag behind it (one hop). No READ, READ_RESP or memory read, and no wave table to
+        # regulate. Other collectives than the All-Reduce (not measured pushed) save what the
+        # All-Reduce saves of its own cycles.
+        own = cal.own[op] - (cal.own["allreduce"] - cal.push_own) \
+            + cal.push_level_cycles * _levels(endpoints)
+        return 2 * L + own * c + link
     own = (cal.own[op] + level) * c
-    if mode == "pull":
-        fixed = 4 * L + M + own
-    else:
-        # Push: data up (one hop, arrival behind it) after the endpoint's own DMA read of its
-        # operand, reduce, result down with the flag behind it. It drops the pull's barrier
-        # issue and read request hops (their own cycles too) and the arrival's extra cycles
-        # over a data packet's.
-        h = cal.hop_own
-        saved = h["barrier_issue"] + h["read_request"] + h["arrival"] - h["read_response"]
-        fixed = 2 * L + M + own - saved * c
+    fixed = 4 * L + M + own
     return fixed + link + _wave_gaps(share * shards, f, cal, capacity, waves, control)
 
 
@@ -427,12 +461,23 @@ def _scin_int8(share, endpoints, f, cal, level, mode):
     link = ((n - 1) * _int8_slot_flits(f, cal) + 2 * last_flits) * f.flit_s
     own = (cal.int8_own + level + (cal.int8_single_slot_cycles if n == 1 else 0)) \
         * f.isa_cycle_s
-    fixed = 4 * f.hop_s + f.mem_s + own
-    if mode == "push":
-        h = cal.hop_own
-        saved = h["barrier_issue"] + h["read_request"] + h["arrival"] - h["read_response"]
-        fixed = 2 * f.hop_s + f.mem_s + own - saved * f.isa_cycle_s
-    return fixed + link
+    return 4 * f.hop_s + f.mem_s + own + link
+
+
+def push_link_flits(share, f, cal):
+    """Link flits of an INT8 push All-Reduce of ``share`` bytes (16-bit form) beyond its fixed
+    part: every slot's ``d`` data flits and twice its ``s`` scale flits (the block scales are not
+    streamed under the data: ``scin bench-push`` adds 2 cycles per scale flit), and, for every
+    slot but the last, its two packets' headers and control flits (the last slot's are in
+    ``push_int8_own``). 140 flits per full 4 KiB INT8 slot."""
+    data = share // 2
+    slot = f.packet_bytes
+    n = max(1, -(-data // slot))
+    flits = 0
+    for k in range(n):
+        piece = min(slot, data - k * slot)
+        flits += -(-piece // f.flit_bytes) + 2 * -(-(piece // 32) // f.flit_bytes)
+    return flits + (n - 1) * 2 * (1 + _control(f, cal))
 
 
 def _wave_gaps(moved, f, cal, capacity, waves, control):
@@ -965,7 +1010,8 @@ def _slope(points):
 
 
 def fit_calibration(rows, source="", one_way_latency=90, mem_latency=40, flit_bytes=32,
-                    clock_mhz=250, packet_bytes=4096, compare=None, compare_source=""):
+                    clock_mhz=250, packet_bytes=4096, compare=None, compare_source="",
+                    push=None, push_source=""):
     """Fit a :class:`Calibration` to measured ``rows`` (``read_bench_csv``) taken on a link of
     the given latencies (cycles), flit and packet size, and its NVLS and ring constants to the
     ``scin compare`` rows ``compare`` (:func:`read_compare_csv`; None: the nominal values).
@@ -1073,7 +1119,8 @@ def fit_calibration(rows, source="", one_way_latency=90, mem_latency=40, flit_by
         source=source, commits=commits, one_way_latency=one_way_latency,
         mem_latency=mem_latency, flit_bytes=flit_bytes, clock_mhz=clock_mhz,
         packet_bytes=packet_bytes)
-    return fit_compare(compare, cal, compare_source) if compare else cal
+    cal = fit_compare(compare, cal, compare_source) if compare else cal
+    return fit_push(push, cal, push_source) if push else cal
 
 
 def _source_name(path, out):
@@ -1086,18 +1133,24 @@ def _source_name(path, out):
         return path.as_posix()
 
 
-def write_calibration(bench_csv, out=CALIBRATION_PATH, compare_csv=None):
-    """Fit the calibration to ``bench_csv`` and ``compare_csv`` (None: the ``compare.csv``
-    beside ``bench_csv``, if there is one) and write it as JSON to ``out``; return it. The RTL
-    benches call this after writing their CSV (``scin study --calibrate`` does the same)."""
+def write_calibration(bench_csv, out=CALIBRATION_PATH, compare_csv=None, push_csv=None):
+    """Fit the calibration to ``bench_csv``, ``compare_csv`` and ``push_csv`` (None: the
+    ``compare.csv`` / ``push.csv`` beside ``bench_csv``, if there is one) and write it as JSON
+    to ``out``; return it. The RTL benches call this after writing their CSV (``scin study
+    --calibrate`` does the same)."""
     bench_csv = Path(bench_csv)
     if compare_csv is None:
         compare_csv = bench_csv.with_name("compare.csv")
         compare_csv = compare_csv if compare_csv.exists() else None
+    if push_csv is None:
+        push_csv = bench_csv.with_name("push.csv")
+        push_csv = push_csv if push_csv.exists() else None
     compare = read_compare_csv(compare_csv) if compare_csv is not None else None
+    push = read_push_csv(push_csv) if push_csv is not None else None
     cal = fit_calibration(read_bench_csv(bench_csv), source=_source_name(bench_csv, out),
                           compare=compare,
-                          compare_source=_source_name(compare_csv, out) if compare else "")
+                          compare_source=_source_name(compare_csv, out) if compare else "",
+                          push=push, push_source=_source_name(push_csv, out) if push else "")
     Path(out).write_text(cal.to_json())
     return cal
 
@@ -1147,6 +1200,65 @@ def validate(rows, cal):
                     "error_pct": 100 * (model - r["cycles"]) / r["cycles"],
                     "error_current_pct": 100 * (current - r["cycles"]) / r["cycles"]})
     return out
+
+
+# --- calibration of push from scin bench-push ---------------------------------------------------
+
+def read_push_csv(path):
+    """The rows of a ``push.csv`` (``scin bench-push``) as dicts, numbers as numbers."""
+    rows = _read_csv(path, {}, ("endpoints", "dtype", "size", "mode", "cycles"))
+    for k, row in enumerate(rows, 2):
+        if row["mode"] not in MODES:
+            raise ValueError(f"{path}: line {k}: mode must be one of {', '.join(MODES)}, "
+                             f"not {row['mode']!r}")
+    return rows
+
+
+def fit_push(rows, cal, source=""):
+    """``cal`` with the push constants fitted to the push rows of ``scin bench-push``
+    (:func:`read_push_csv`): ``push_own`` and ``push_int8_own`` are the medians over the
+    4-endpoint rows of the measured cycles less 2 hops and the link flits (fp16: the packets'
+    :func:`packet_flits`; int8: :func:`push_link_flits`), ``push_level_cycles`` the median of
+    8 against 4 endpoints per added level. Constants without rows keep their value.
+
+    Raises
+    ------
+    ValueError
+        No push row to fit.
+    """
+    pushed = [r for r in rows if r["mode"] == "push"]
+    if not pushed:
+        raise ValueError("the push rows have no push-mode point to fit")
+    f = rtl_fabric(cal)
+    hops = 2 * cal.one_way_latency
+
+    def link(r):
+        share = int(r["size"])
+        if r["dtype"] == "int8":
+            return push_link_flits(share, f, cal)
+        return packet_flits(share, f, _control(f, cal))
+
+    own = {"fp16": [], "int8": []}
+    at4 = {}
+    for r in pushed:
+        dtype = "int8" if r["dtype"] == "int8" else "fp16"
+        if int(r["endpoints"]) == 4:
+            own[dtype].append(r["cycles"] - hops - link(r))
+            at4[(dtype, int(r["size"]))] = r["cycles"]
+    levels = [(r["cycles"] - at4[(d, int(r["size"]))]) / _levels(int(r["endpoints"]))
+              for r in pushed
+              for d in ["int8" if r["dtype"] == "int8" else "fp16"]
+              if int(r["endpoints"]) > 4 and (d, int(r["size"])) in at4]
+    update = {}
+    if own["fp16"]:
+        update["push_own"] = round(statistics.median(own["fp16"]), 3)
+    if own["int8"]:
+        update["push_int8_own"] = round(statistics.median(own["int8"]), 3)
+    if levels:
+        update["push_level_cycles"] = round(statistics.median(levels), 3)
+    commits = list(dict.fromkeys(str(r.get("commit", "")) for r in pushed if r.get("commit")))
+    return replace(cal, **update, push_source=source, push_commits=commits,
+                   push_points=len(pushed))
 
 
 # --- calibration of NVLS and the ring from scin compare ---------------------------------------

@@ -1,6 +1,6 @@
 """The calibrated system model (`scin.sim.system_model`), the LLM roofline (`scin.sim.llm`) and
 `scin study`: closed forms against hand-computed cases, the calibration round trip (bench.csv and
-compare.csv), the model against every RTL point of both, and monotonicity and limit checks. No
+compare.csv, push.csv), the model against every RTL point of the three, and monotonicity and limit checks. No
 RTL simulation: the whole file runs in seconds."""
 
 import dataclasses
@@ -12,7 +12,8 @@ import pytest
 
 from scin.sim import llm
 from scin.sim.system_model import (
-    CALIBRATION_PATH, COMPARE_CONSTANTS, COMPARE_PATH, HOP_OWN, OPS, RTL_FABRIC, Calibration, Fabric,
+    CALIBRATION_PATH, COMPARE_CONSTANTS, COMPARE_PATH, HOP_OWN, OPS, PUSH_PATH, RTL_FABRIC,
+    Calibration, Fabric, fit_push, read_push_csv,
     collective_time, compare_model, compare_modelled,
     fit_calibration, fit_compare, load_calibration, nvlink_fabric, nvls_ceiling, nvls_time,
     packet_flits, protocol_ceiling, read_bench_csv, read_compare_csv, ring_time, scin_time,
@@ -90,10 +91,77 @@ def test_more_waves_or_more_table_never_slower(fabric):
         < scin_time("allreduce", size, 8, fabric, CAL, capacity=64 << 10, waves=1)
 
 
-def test_push_drops_two_hops_and_the_pull_only_cycles():
-    # 2 hops + memory (the endpoint's own read) + 38 - (4 + 3 + 6 - 3) own cycles + 4 flits.
-    assert cycles(scin_time("allreduce", 64, 4, RTL_FABRIC, CAL, mode="push")) \
-        == 180 + 40 + 28 + 4
+def test_push_is_two_hops_its_own_cycles_and_the_packets():
+    # The RTL's push: the WRITEs up and the result down (2 hops), no READ, READ_RESP or memory
+    # read in the interval; push_own 30 (the defaults, push.csv's fit) + 4 flits of one packet.
+    assert cycles(scin_time("allreduce", 64, 4, RTL_FABRIC, CAL, mode="push")) == 180 + 30 + 4
+    # 8 endpoints: one adder level more, 1 cycle (not the pull's 5); 16 KiB: 4 packets of 130.
+    assert cycles(scin_time("allreduce", 16384, 8, RTL_FABRIC, CAL, mode="push")) \
+        == 180 + 31 + 4 * 130
+    # INT8: 51 own cycles; a 4 KiB INT8 slot's 128 data flits and twice its 4 scale flits; each
+    # slot before the last adds its two packets' header and control flits (140 per slot).
+    assert cycles(scin_time("allreduce", 8192, 4, RTL_FABRIC, CAL, "int8", mode="push")) \
+        == 180 + 51 + 128 + 8
+    assert cycles(scin_time("allreduce", 32768, 4, RTL_FABRIC, CAL, "int8", mode="push")) \
+        == 180 + 51 + 3 * 140 + 136
+    # No wave regulation in push: a wave table does not change it.
+    assert scin_time("allreduce", 1 << 20, 4, RTL_FABRIC, CAL, mode="push", capacity=32768) \
+        == scin_time("allreduce", 1 << 20, 4, RTL_FABRIC, CAL, mode="push")
+
+
+def test_model_meets_every_push_row_of_bench_push_to_the_cycle():
+    """Every push row of docs/bench/push.csv (`scin bench-push`: fp16 and int8, 4 and 8
+    endpoints, 64 B to 32 KiB) from the committed calibration: exact (bound 0 cycles). Pull
+    rows of that CSV: the pull form (fitted to bench.csv) +1 cycle for fp16 (the push space's
+    arbiter in front of the read-response queue, docs/PERFORMANCE.md), within 4 cycles for int8
+    (its bench.csv rows are of an older commit)."""
+    cal = load_calibration()
+    rows = read_push_csv(PUSH_PATH)
+    pushed = [r for r in rows if r["mode"] == "push"]
+    assert {(r["dtype"], r["endpoints"]) for r in pushed} \
+        == {("fp16", 4), ("fp16", 8), ("int8", 4), ("int8", 8)}
+    assert len(pushed) == 26
+    for r in rows:
+        model = cycles(scin_time("allreduce", r["size"], r["endpoints"], RTL_FABRIC, cal,
+                                 r["dtype"], mode=r["mode"]))
+        point = (r["endpoints"], r["dtype"], r["size"], r["mode"])
+        if r["mode"] == "push":
+            assert model == r["cycles"], point
+        elif r["dtype"] == "fp16":
+            assert model + 1 == r["cycles"], point
+        else:
+            assert 1 <= r["cycles"] - model <= 4, point
+
+
+def test_push_pull_crossover_agrees_with_bench_push():
+    """No crossover up to the push space: at every measured (dtype, N, size) push is faster
+    than pull, measured and modelled, and the model's saving is within 4 cycles of the
+    measured one (the pull rows' 1-4 cycles, see above)."""
+    cal = load_calibration()
+    rows = read_push_csv(PUSH_PATH)
+    by = {(r["dtype"], r["endpoints"], r["size"], r["mode"]): r["cycles"] for r in rows}
+    points = {k[:3] for k in by}
+    assert max(size for _, _, size in points) == 32768
+    for dtype, n, size in sorted(points):
+        push, pull = by[(dtype, n, size, "push")], by[(dtype, n, size, "pull")]
+        mpush, mpull = (cycles(scin_time("allreduce", size, n, RTL_FABRIC, cal, dtype, mode=m))
+                        for m in ("push", "pull"))
+        assert push < pull and mpush < mpull, (dtype, n, size)
+        assert abs((pull - push) - (mpull - mpush)) <= 4, (dtype, n, size)
+    # Still no crossover in the model up to the 32 KiB push space at every size in between.
+    for n in (4, 8):
+        for size in range(128, 32768 + 1, 128):
+            for dtype in ("fp16", "int8"):
+                assert scin_time("allreduce", size, n, RTL_FABRIC, cal, dtype, mode="push") \
+                    < scin_time("allreduce", size, n, RTL_FABRIC, cal, dtype, mode="pull")
+
+
+def test_fit_push_recovers_the_committed_push_constants():
+    fitted = fit_push(read_push_csv(PUSH_PATH), CAL, "docs/bench/push.csv")
+    assert (fitted.push_own, fitted.push_int8_own, fitted.push_level_cycles) == (30, 51, 1)
+    assert fitted.push_points == 26 and fitted.push_commits == ["25eeebe"]
+    # The other constants do not move.
+    assert dataclasses.replace(fitted, push_source="", push_commits=[], push_points=0) == CAL
 
 
 def test_nvls_closed_form():
@@ -191,11 +259,12 @@ def test_calibration_json_round_trip(tmp_path):
 
 
 def test_committed_calibration_is_the_fit_of_the_committed_csv():
-    """docs/bench/calibration.json is what `scin study --calibrate` writes from bench.csv and
-    compare.csv."""
+    """docs/bench/calibration.json is what `scin study --calibrate` writes from bench.csv,
+    compare.csv and push.csv."""
     fitted = fit_calibration(read_bench_csv(BENCH_CSV), source="docs/bench/bench.csv",
                              compare=read_compare_csv(COMPARE_PATH),
-                             compare_source="docs/bench/compare.csv")
+                             compare_source="docs/bench/compare.csv",
+                             push=read_push_csv(PUSH_PATH), push_source="docs/bench/push.csv")
     assert load_calibration() == fitted, \
         "docs/bench/calibration.json is stale: run `scin study --calibrate` after `scin bench` " \
         "or `scin compare`"
