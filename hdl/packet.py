@@ -164,6 +164,15 @@ class FabricParams:
         return 1 << (self.addr_width - 1)
 
     @property
+    def train_piece_bytes(self):
+        """The pieces a ``READ_WAVE`` is answered in (docs/PROTOCOL.md): its range is cut at every
+        multiple of this many bytes of the address, the largest power of two not above
+        ``max_payload``, 4096 (the AXI 4 KB boundary) and 256 flits (the longest AXI4 burst):
+        4096 from 128-bit flits up with the default ``max_payload``, 2048 with 64-bit flits."""
+        limit = min(self.max_payload, 4096, 256 * self.flit_bytes)
+        return 1 << (limit.bit_length() - 1)
+
+    @property
     def header_layout(self):
         """The header, as a :class:`data.StructLayout`, LSB first."""
         return data.StructLayout({

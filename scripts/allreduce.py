@@ -61,6 +61,11 @@ def add_arguments(p):
                         help="the ISA's push space per participant (one push resource); 0: none. "
                              "Default: 32KiB with --mode push or auto, else 0 (no push logic "
                              "built)")
+    timing.add_argument("--trains", type=int, default=1,
+                        help="wave-level requests: up to N slots per READ_WAVE (read from "
+                             "consecutive free slots) and per acknowledged write (the others are "
+                             "WRITE_POSTED); 1: one READ and one WRITE_RESP per slot, the paper's "
+                             "protocol (docs/PROTOCOL.md; default: 1)")
 
 
 #: The operations' names in the report's first line.
@@ -87,7 +92,8 @@ def run(args):
                           capacity=parse_size(args.capacity), outstanding=args.outstanding,
                           flag_mode=args.flag_mode, replays=args.replays, trace=args.trace,
                           mode=args.mode,
-                          push_capacity=parse_size(args.push_capacity or "0"))
+                          push_capacity=parse_size(args.push_capacity or "0"),
+                          trains=args.trains)
     log = (lambda *a, **k: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
     report = run_allreduce(cfg, save=args.save, waves=args.waves, log=log)
     ok = report["match"] and report["status"] == report["expected_status"]
@@ -120,7 +126,8 @@ def run(args):
           f"{cfg.mem_latency} cycles, wave table {cfg.capacity} B in {cfg.outstanding} waves, "
           f"flags {cfg.flag_mode}{', reordered reads' if cfg.reorder else ''}, mode {cfg.mode}"
           + (f" ({'pushed' if report['pushed'] else 'pulled'}; push space "
-             f"{cfg.push_capacity} B)" if cfg.push_capacity else ""))
+             f"{cfg.push_capacity} B)" if cfg.push_capacity else "")
+          + (f", trains of {cfg.trains} slots" if cfg.trains > 1 else ""))
     if report.get("hops"):
         print(f"hops        {'hop':20s} {'cycles':>6s} {'floor':>6s} {'over':>5s}  port  covers")
         for h in report["hops"]:

@@ -30,6 +30,9 @@ def add_arguments(p):
     p.add_argument("--groups", choices=("random", "halves"), default="random",
                    help="random: any subset of 2+ endpoints per collective; halves: two fixed "
                         "groups (e.g. two TP4 groups on 8 endpoints) alternating (default: random)")
+    p.add_argument("--trains", type=int, default=2,
+                   help="the ISA's read and write trains, in slots (READ_WAVE, WRITE_POSTED; 1: "
+                        "one READ and one WRITE_RESP per slot, the paper's protocol; default: 2)")
     p.add_argument("--in-order", action="store_true",
                    help="memories answer reads in order (default: reordered across IDs)")
     p.add_argument("--nvls", action="store_true",
@@ -64,7 +67,7 @@ def replay_command(args):
     defaults = build_parser().parse_args([])
     parts = ["scin soak", f"--count {args.count}", f"--seed {args.seed}",
              f"--endpoints {args.endpoints}"]
-    for name in ("sim", "fault_rate", "traffic_rate", "max_size", "groups"):
+    for name in ("sim", "fault_rate", "traffic_rate", "max_size", "groups", "trains"):
         value = getattr(args, name)
         if value != getattr(defaults, name):
             parts.append(f"--{name.replace('_', '-')} {value}")
@@ -157,7 +160,8 @@ def run(args):
     settings = dict(count=args.count, seed=args.seed, endpoints=args.endpoints, sim=args.sim,
                     fault_rate=args.fault_rate, traffic_rate=args.traffic_rate,
                     reorder=not args.in_order, groups=args.groups, nvls=args.nvls,
-                    max_size=None if args.max_size is None else parse_size(args.max_size))
+                    max_size=None if args.max_size is None else parse_size(args.max_size),
+                    trains=args.trains)
     cfg = SoakConfig(**settings)   # checks the parameters before anything runs
     if args.seeds > 1:
         if args.coverage_report:

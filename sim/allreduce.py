@@ -66,7 +66,10 @@ class CollectiveConfig:
     ``root`` is a rank (Broadcast, Reduce); ``in_place`` puts the result over the input (NCCL's
     in-place layouts, docs/ISA.md). ``mode`` is the descriptor's :class:`~scin.hdl.isa.PushMode`
     (``pull``, ``push``, ``auto``); ``push_capacity`` the ISA's push space per participant (one
-    push resource; 0 builds no push mode; push and auto need it, and get 32 KiB if it is 0)."""
+    push resource; 0 builds no push mode; push and auto need it, and get 32 KiB if it is 0).
+    ``trains`` is the ISA's ``read_train`` and ``write_train`` (wave-level requests: up to that
+    many slots per ``READ_WAVE`` and per acknowledged write; 1, the default: the paper's one
+    READ and one WRITE_RESP per slot)."""
     op:              str = "allreduce"
     endpoints:       int = 4
     dtype:           str = "fp16"
@@ -87,6 +90,7 @@ class CollectiveConfig:
     in_place:        bool = False
     mode:            str = "pull"
     push_capacity:   int = 0
+    trains:          int = 1
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -117,6 +121,9 @@ class CollectiveConfig:
             raise ValueError(f"size must be at most 64 MiB, not {self.size}")
         if self.flag_mode not in ("acked", "ordered"):
             raise ValueError(f"flag_mode must be 'acked' or 'ordered', not {self.flag_mode!r}")
+        if not isinstance(self.trains, int) or not 1 <= self.trains <= max(1, self.capacity // 4096):
+            raise ValueError(f"trains must be between 1 and the {self.capacity // 4096} slots of "
+                             f"the wave table (capacity / 4 KiB), not {self.trains!r}")
         if self.replays < 1:
             raise ValueError(f"replays must be at least 1, not {self.replays}")
         if self.trace:
@@ -195,7 +202,8 @@ def plan_params(plan):
     fabric = FabricParams.default_for(flit_width=plan["flit_width"], ports=plan["endpoints"])
     push = plan.get("push_capacity", 0)
     isa = IsaParams(fabric=fabric, capacity=plan["capacity"], waves=plan["outstanding"],
-                    push_resources=1 if push else 0, push_capacity=push or 16384)
+                    push_resources=1 if push else 0, push_capacity=push or 16384,
+                    read_train=plan.get("trains", 1), write_train=plan.get("trains", 1))
     return SystemParams(isa=isa, one_way_latency=plan["one_way_latency"],
                         mem_latency=plan["mem_latency"], mem_size=plan["mem_size"],
                         reorder=plan["reorder"])
@@ -372,7 +380,7 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
         "traffic_intact": bool(traffic_ok) if cfg.traffic else None,
         "params": {k: plan[k] for k in ("one_way_latency", "mem_latency", "reorder", "capacity",
                                         "outstanding", "flag_mode", "flit_width", "mem_size",
-                                        "push_capacity")},
+                                        "push_capacity", "trains")},
         "wall_seconds": round(wall, 2), "sim_cycles_per_second": sim_cps, "run_dir": str(run_dir),
     }
     if cfg.trace:

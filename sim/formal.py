@@ -193,7 +193,7 @@ PROPERTY_SETS = (
     # and per-packet decision registers tied to the harness's; covers by cycle 2.
     PropertySet("packet_filter", "PacketFilter (REQ class, 3 ports)", "PacketFilterHarness",
                 dict(msg_class="REQ", ports=3), "k-induction", 3, 10,
-                broken={"drop_not_held": (6, ("bad_packet_dropped_whole",)),
+                broken={"drop_not_held": (6, ("bad_packet_dropped_whole", "flow_control")),
                         "length_unchecked": (4, ("errors_count_bad_headers",)),
                         "framing_lost": (6, ("errors_count_bad_headers", "flow_control",
                                              "demux_by_inc")),

@@ -118,16 +118,21 @@ FLAG_BASE = SCRATCH - 64 * 1024   # flag k at FLAG_BASE + 4 k; the buffers lie b
 SLOTS_PER_DST = (MEM_SIZE - SCRATCH) // 4096
 #: The ISA's push space per participant (one push resource, sync resource 0).
 PUSH_CAPACITY = 16384
+#: The soak's read and write trains: READ_WAVE and WRITE_POSTED under every drawn collective (a
+#: train forms wherever two full pages are read back to back: at a message's start, the whole
+#: table is free).
+TRAINS = 2
 
 class SoakConfig:
     """Parameters of one soak. ``count`` collectives from ``seed`` on ``endpoints`` endpoints."""
 
     def __init__(self, count=20, seed=1, endpoints=4, sim="verilator", fault_rate=0.2,
                  traffic_rate=0.3, reorder=True, capacity=16384, waves=4, max_size=None,
-                 groups="random", nvls=False, push_capacity=PUSH_CAPACITY):
+                 groups="random", nvls=False, push_capacity=PUSH_CAPACITY, trains=TRAINS):
         # nvls: the NVLS soak (:mod:`.nvls_soak`) on the 64 KiB memories of the NVLS system.
         # push_capacity: the push space per participant of sync resource 0 (0: no push mode;
-        # the NVLS soak's switch has none).
+        # the NVLS soak's switch has none). trains: the ISA's read and write trains (1: the
+        # per-slot protocol; docs/ISA.md, Wave-level requests).
         if max_size is None:
             max_size = 4096 if nvls else 32768
         top = 8 << 10 if nvls else 256 << 10
@@ -155,6 +160,10 @@ class SoakConfig:
                              f"not {push_capacity!r}")
         self.groups, self.nvls = groups, nvls
         self.push_capacity = 0 if nvls else push_capacity
+        if not isinstance(trains, int) or not 1 <= trains <= capacity // 4096:
+            raise ValueError(f"trains must be an integer between 1 and the {capacity // 4096} "
+                             f"slots of the wave table, not {trains!r}")
+        self.trains = trains
 
     def hardware(self):
         """The plan dict :func:`plan_params` takes: with push space, one push resource of
@@ -165,6 +174,8 @@ class SoakConfig:
               "mem_size": MEM_SIZE, "reorder": self.reorder}
         if self.push_capacity:
             hw["push_capacity"] = self.push_capacity
+        if self.trains > 1:
+            hw["trains"] = self.trains
         return hw
 
 

@@ -35,9 +35,11 @@ DATA_FLAGS = (FlagStatus.OVERFLOW | FlagStatus.INVALID).value
 def isa_params(cfg):
     # One configuration for every case, so each simulator builds the ISA once: 4 slots in 2 waves
     # makes messages of more than 4 slots (16 KiB) exercise wave regulation and slot reuse; two
-    # push resources of 2 slots each let two groups push at once, beside pulled collectives.
+    # push resources of 2 slots each let two groups push at once, beside pulled collectives;
+    # trains of 2 slots (a wave) put READ_WAVE and WRITE_POSTED under every case here (the
+    # system tests' builds keep the per-slot protocol).
     return IsaParams(fabric=FabricParams(ports=4), capacity=16384, waves=2, timeout=TEST_TIMEOUT,
-                     push_resources=2, push_capacity=8192)
+                     push_resources=2, push_capacity=8192, read_train=2, write_train=2)
 
 
 def make_inputs(rng, dtype, n_parts, elements):

@@ -110,6 +110,16 @@ async def allreduce_matches_golden_model(dut):
     if pushing:
         # No READ at all: the inputs were pushed.
         assert c["slots"] == 0 and not any(ep.reads_seen for ep in eps), c
+    else:
+        # Trains (isa_params: 2 slots): a message of three or more full slots from page-aligned
+        # buffers is read with READ_WAVEs (a second piece has train index 1; the first slot's
+        # READ goes out alone) and one of two or more slots written with WRITE_POSTEDs.
+        nbytes = cfg["elements"] * (1 if cfg["dtype"] == "int8" else 2)
+        int8 = cfg["dtype"] == "int8"
+        trains = any(r.get("train") for ep in eps for r in ep.reads_seen)
+        posted = any(w["opcode"] == Opcode.WRITE_POSTED.value for ep in eps for w in ep.writes_seen)
+        assert trains == (not int8 and nbytes >= 3 * 4096), (nbytes, trains)
+        assert posted == (int8 or nbytes > 4096), (nbytes, posted)
 
 
 CASES = {

@@ -355,6 +355,8 @@ def _message(p, op, dtype, mask, nbytes, *, root=0, src_addr=0, dst_addr=0, src_
 #: The read issuer's messages: (op, dtype, mask, bytes per rank, root, src, dst, src/dst scales).
 ISSUER_MESSAGES = [
     (Op.ALLREDUCE, DType.FP16, 0b1101, 2 * 4096 + 96, 0, 0x40000, 0, 0, 0),
+    # Five full pages: with read trains the first goes alone, the rest in trains.
+    (Op.ALLREDUCE, DType.BF16, 0b0111, 5 * 4096, 0, 0x100000, 0x200000, 0, 0),
     (Op.ALLREDUCE, DType.INT8, 0b0110, 3 * 4096 + 128, 0, 0x80000, 0, 0x9000, 0),
     # Shards that start inside a page at the source (and, in place, at the destination).
     (Op.REDUCE_SCATTER, DType.FP16, 0b1011, 3000 + 8, 0, 0x10000, 0x20000, 0, 0),
@@ -366,12 +368,27 @@ ISSUER_MESSAGES = [
 ]
 
 
+def _read_pieces(f, hdr):
+    """A request header as the READs it stands for: itself, or a READ_WAVE's train (cut at every
+    ``max_payload`` boundary of the address, tag ``+ j``), with the train's size (1 for a READ)."""
+    if hdr["opcode"] == Opcode.READ.value:
+        return [hdr], 1
+    assert hdr["opcode"] == Opcode.READ_WAVE.value, hdr
+    page, n = f.max_payload, hdr["length"] * f.flit_bytes // f.max_payload
+    assert hdr["addr"] % page == 0 and n * page == hdr["length"] * f.flit_bytes, hdr
+    return [dict(hdr, opcode=Opcode.READ.value, length=page, addr=hdr["addr"] + j * page,
+                 tag=hdr["tag"] + j) for j in range(n)], n
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_read_issuer_walks_each_operation_segment_by_segment(mode):
+@pytest.mark.parametrize("train", [1, 4])
+def test_read_issuer_walks_each_operation_segment_by_segment(mode, train):
     """Every operation's segments (read set, write set, offsets, lengths: :func:`segments`), its
-    arms, jobs and read requests with their tags and addresses, data and INT8 scales."""
+    arms, jobs and read requests with their tags and addresses, data and INT8 scales. With read
+    trains (``read_train = 4``), a READ_WAVE stands for the READs of its slots (each armed with
+    the train's issue number); without stalls trains form (eager mode checks some do)."""
     rng = _rng("issuer", mode)
-    p = IsaParams()
+    p = IsaParams(read_train=train)
     f = p.fabric
     dut = ReadIssuer(p)
     idle, stall = _pauses(mode)
@@ -408,12 +425,17 @@ def test_read_issuer_walks_each_operation_segment_by_segment(mode):
         # Model: one job and one arm per segment, in order; reads to the segment's read set.
         issue, expect_jobs, expect_reqs = 0, [], [[] for _ in range(f.ports)]
         slots = [a["slot"] for a in arms]
+        seqs = [a["seq"] for a in arms]
+        if train == 1:
+            assert seqs == list(range(len(arms)))
+        else:       # a train's slots share its issue number
+            assert all(0 <= b - a <= 1 for a, b in zip(seqs, seqs[1:])), seqs
         for op, msg, root in messages:
             int8 = msg["dtype"] == DType.INT8
             for seg in segments(op, msg["mask"], msg["bytes"], fabric=f, int8=int8, root=root,
                                 in_place=msg["src_addr"] == msg["dst_addr"]):
-                slot = slots[issue]
-                assert arms[issue] == dict(slot=slot, mask=seg.rmask, scales=int(int8), seq=issue)
+                slot, seq = slots[issue], seqs[issue]
+                assert arms[issue] == dict(slot=slot, mask=seg.rmask, scales=int(int8), seq=seq)
                 expect_jobs.append(dict(slot=slot, rmask=seg.rmask, wmask=seg.wmask,
                                         dst_off=seg.dst_off, bytes=seg.bytes, last=int(seg.last)))
                 for i in ranks(seg.rmask):
@@ -421,19 +443,25 @@ def test_read_issuer_walks_each_operation_segment_by_segment(mode):
                                status=0, src=i, dst=i)
                     expect_reqs[i].append(dict(hdr, length=seg.bytes,
                                                addr=msg["src_addr"] + seg.src_off,
-                                               tag=read_tag(p, slot, ReadKind.DATA, issue)))
+                                               tag=read_tag(p, slot, ReadKind.DATA, seq)))
                     if int8:
                         expect_reqs[i].append(dict(
                             hdr, length=seg.bytes // 32,
                             addr=msg["src_scale_addr"] + seg.src_off // 32,
-                            tag=read_tag(p, slot, ReadKind.SCALE, issue)))
+                            tag=read_tag(p, slot, ReadKind.SCALE, seq)))
                 issue += 1
         assert [unpack(job_layout(p), j) for j in jobs.got] == expect_jobs
+        trains = []
         for i in range(f.ports):
             got = _packets(f, reqs[i].got)
             assert all(not body for _, body in got)       # requests are single flits
-            assert [h for h, _ in got] == expect_reqs[i], f"port {i}"
+            pieces = [_read_pieces(f, h) for h, _ in got]
+            trains += [n for _, n in pieces]
+            assert [r for rs, _ in pieces for r in rs] == expect_reqs[i], f"port {i}"
         assert ctx.get(dut.counters.slots) == issue == len(arms)
+        assert max(trains) <= train
+        if mode == "eager":         # no stall: every run of full pages forms trains
+            assert (max(trains) > 1) == (train > 1)
 
     _run(dut, bench)
 
@@ -1007,9 +1035,14 @@ def test_write_tags_never_reuse_an_entry_a_port_outside_the_mask_still_owes():
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype", [DType.FP16, DType.INT8])
-def test_write_back_multicasts_results_scales_and_flags(mode, dtype):
+@pytest.mark.parametrize("train", [1, 2])
+def test_write_back_multicasts_results_scales_and_flags(mode, dtype, train):
+    """Results, INT8 scales and flags to each job's write set, in order, with write tags. With
+    write trains (``write_train = 2``) only the last packet of every second slot and of the
+    message's last slot is a WRITE (acknowledged, with a tag of the sequence); the rest are
+    WRITE_POSTEDs, which take no tag."""
     rng = _rng(f"writeback{dtype.name}", mode)
-    p = IsaParams()
+    p = IsaParams(write_train=train)
     f = p.fabric
     dut = WriteBack(p)
     idle, stall = _pauses(mode)
@@ -1035,12 +1068,15 @@ def test_write_back_multicasts_results_scales_and_flags(mode, dtype):
             dp.queue.append(pack(dut.dp.payload.shape(), dtype=dtype, data=d, last=int(k == n - 1),
                                  scale=scales[k // block_flits] if k % block_flits == 0 else 0,
                                  status=1 if (n_job, k) == (1, 2) else 0))
+        acked = j["last"] or (n_job + 1) % train == 0       # the slot's last packet
+        int8 = dtype == DType.INT8
         for i in ranks(j["wmask"]):
-            expect[i].append((msg["dst_addr"] + j["dst_off"], j["bytes"], data))
-            if dtype == DType.INT8:
+            expect[i].append((msg["dst_addr"] + j["dst_off"], j["bytes"], data,
+                              acked and not (int8 and train > 1)))
+            if int8:
                 word = sum(sc << (16 * b) for b, sc in enumerate(scales))
                 expect[i].append((msg["dst_scale_addr"] + j["dst_off"] // 32,
-                                  len(scales) * 2, [word]))
+                                  len(scales) * 2, [word], acked))
     flag = dict(mask=0b0011, addr=0x3000, word=dict(generation=7, status=2))
     flag_word = pack(flag_request_layout(p)["word"].shape, flag["word"])
 
@@ -1072,19 +1108,23 @@ def test_write_back_multicasts_results_scales_and_flags(mode, dtype):
             # at the earliest (the write-back takes a job before a flag when both wait).
             if flag["mask"] >> i & 1:
                 at = next(n for n, (h, _) in enumerate(got) if h["addr"] == flag["addr"])
-                want.insert(at, (flag["addr"], 4, [flag_word]))
-            assert [(h["addr"], h["length"], body) for h, body in got] == want, f"port {i}"
+                want.insert(at, (flag["addr"], 4, [flag_word], True))
+            write = lambda acked: (Opcode.WRITE if acked else Opcode.WRITE_POSTED).value
+            assert [(h["addr"], h["length"], body, h["opcode"]) for h, body in got] == \
+                [(a, n, body, write(acked)) for a, n, body, acked in want], f"port {i}"
             for n, (h, _) in enumerate(got):
-                assert (h["opcode"], h["msg_class"], h["inc"], h["src"], h["dst"]) == \
-                    (Opcode.WRITE.value, MsgClass.WRITE.value, 1, i, i)
+                assert (h["msg_class"], h["inc"], h["src"], h["dst"]) == \
+                    (MsgClass.WRITE.value, 1, i, i)
             # One write sequence for results, scales and flags: tags in order at every port.
-            tags = [h["tag"] for h, _ in got]
+            tags = [h["tag"] for h, _ in got if h["opcode"] == Opcode.WRITE.value]
             assert tags == sorted(tags) and len(set(tags)) == len(tags)
-        # Every packet takes the next tag, one sent to no port too (it is simply never seen).
-        per_job = 2 if dtype == DType.INT8 else 1
-        total = per_job * len(jobs) + 1
-        unseen = per_job * sum(1 for j in jobs if not j["wmask"])
-        every = sorted({h["tag"] for w in wr for h, _ in _packets(f, w.got)})
+        # Every acknowledged packet takes the next tag, one sent to no port too (never seen).
+        per_job = [1 + (dtype == DType.INT8 and train == 1) if j["last"] or (k + 1) % train == 0
+                   else 0 for k, j in enumerate(jobs)]
+        total = sum(per_job) + 1
+        unseen = sum(n for n, j in zip(per_job, jobs) if not j["wmask"])
+        every = sorted({h["tag"] for w in wr for h, _ in _packets(f, w.got)
+                        if h["opcode"] == Opcode.WRITE.value})
         assert set(every) <= {write_tag(p, n) for n in range(total)}
         assert len(every) == total - unseen
 
@@ -1224,6 +1264,47 @@ def test_write_back_counts_stall_tx_only_while_data_waits():
         for _ in range(5):
             await ctx.tick()
         assert ctx.get(dut.counters.stall_tx) == before + 5
+
+    _run(dut, bench)
+
+
+def test_write_back_streams_slots_back_to_back():
+    """With jobs waiting, an output always ready and the datapath never short of flits, four
+    full fp16 slots leave the write-back as header + 128 flits each with no idle cycle between:
+    the next job is taken with the last flit of a slot (an IDLE cycle there cost every large
+    collective 1 cycle in 130 per slot)."""
+    p = IsaParams()
+    f = p.fabric
+    dut = WriteBack(p)
+    msg = dict(dtype=DType.FP16, mask=0b0001, bytes=0, src_addr=0, src_scale_addr=0,
+               dst_addr=0x100000, dst_scale_addr=0)
+    jobs = [dict(slot=k, rmask=0b0001, wmask=0b0001, dst_off=4096 * k, bytes=4096, last=k == 3)
+            for k in range(4)]
+
+    async def bench(ctx):
+        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        ctx.set(dut.wr[0].ready, 1)
+        ctx.set(dut.dp.valid, 1)
+        pending, sent, flits = list(jobs), [], 0
+        for cycle in range(700):
+            ctx.set(dut.job.valid, bool(pending))
+            if pending:
+                ctx.set(_value(dut.job.payload), pack(job_layout(p), pending[0]))
+            flits += 1
+            ctx.set(_value(dut.dp.payload), pack(dut.dp.payload.shape(), dtype=DType.FP16,
+                                                  data=flits, last=flits % 128 == 0, scale=0,
+                                                  status=0))
+            if pending and ctx.get(dut.job.ready):
+                pending.pop(0)
+            if not ctx.get(dut.dp.ready):
+                flits -= 1
+            if ctx.get(dut.wr[0].valid):
+                sent.append(cycle)
+            await ctx.tick()
+            if len(sent) == 4 * 129:
+                break
+        assert len(sent) == 4 * 129 and sent[-1] - sent[0] == 4 * 129 - 1, \
+            f"{len(sent)} flits in {sent[-1] - sent[0] + 1} cycles"
 
     _run(dut, bench)
 

@@ -184,10 +184,12 @@ def test_watchdog_can_be_disabled_and_tags_have_sequence_bits():
     assert d.IsaParams().timeout == 1 << 16
     p = d.IsaParams()                      # 16-bit tags, 8 slots
     assert (p.read_seq_bits, p.write_seq_bits) == (12, 11)
-    # The issue number is kept modulo 2**read_seq_bits; the layout puts kind, slot, seq LSB first.
+    # The issue number is kept modulo 2**read_seq_bits; the layout puts slot, kind, seq LSB first
+    # (slot lowest: a READ_WAVE train's responses carry the request's tag plus 0, 1, ...).
     tag = d.read_tag(p, slot=5, kind=d.ReadKind.SCALE, seq=(1 << 12) + 3)
-    assert tag == 3 << 4 | 5 << 1 | 1
+    assert tag == 3 << 4 | 1 << 3 | 5
     assert unpack(d.read_tag_layout(p), tag) == {"kind": 1, "slot": 5, "seq": 3}
+    assert d.read_tag(p, slot=5, kind=0, seq=3) + 2 == d.read_tag(p, slot=7, kind=0, seq=3)
     assert d.write_tag(p, (1 << 16) + (7 << 5) + 9) == pack(d.write_tag_layout(p), index=9, seq=7)
     with pytest.raises(ValueError, match="field slot = 8 does not fit in 3 bits"):
         d.read_tag(p, slot=8, kind=0, seq=0)
@@ -241,3 +243,26 @@ def test_push_address_table_matches_layout():
 def test_bad_push_parameters_are_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
         d.IsaParams(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    # A train fills at most every slot, and its length (in flits) passes the switch's check.
+    (dict(read_train=0), r"^read_train must be an integer between 1 and 8, not 0$"),
+    (dict(read_train=9), r"^read_train must be an integer between 1 and 8, not 9$"),
+    (dict(capacity=1 << 18, read_train=33), r"^read_train must be an integer between 1 and 32, not 33$"),
+    (dict(write_train=65), r"^write_train must be an integer between 1 and 64, not 65$"),
+])
+def test_bad_train_parameters_are_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        d.IsaParams(**kwargs)
+
+
+def test_read_trains_need_pieces_of_one_slot():
+    """With 64-bit flits a READ_WAVE is answered in 2 KiB pieces (256-beat AXI bursts), half a
+    4 KiB slot: the ISA refuses read trains there rather than mis-place the second halves."""
+    f64 = FabricParams.default_for(flit_width=64)
+    assert f64.train_piece_bytes == 2048 and FabricParams().train_piece_bytes == 4096
+    with pytest.raises(ValueError, match=r"^read_train needs READ_WAVE pieces of one slot, but "
+                                         r"this fabric cuts trains into 2048-byte pieces"):
+        d.IsaParams(fabric=f64, capacity=8192, waves=2, read_train=2)
+    assert d.IsaParams(fabric=f64, capacity=8192, waves=2, write_train=2).write_train == 2

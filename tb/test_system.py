@@ -29,10 +29,10 @@ def check(report):
 
 
 #: The hardware of ``scin soak`` (sim/soak.py's defaults): a 16 KiB wave table in 4 waves,
-#: reordered memory responses, one push resource of 16 KiB per participant. A case on it shares
-#: the soak's simulator build.
+#: reordered memory responses, one push resource of 16 KiB per participant, trains of 2 slots.
+#: A case on it shares the soak's simulator build.
 SOAK_HARDWARE = {k: SoakConfig().hardware()[k]
-                 for k in ("capacity", "outstanding", "reorder", "push_capacity")}
+                 for k in ("capacity", "outstanding", "reorder", "push_capacity", "trains")}
 
 SMALL = {
     "fp16_64B":      dict(dtype="fp16", size=64),

@@ -14,11 +14,10 @@ __all__ = ["ReadTrainSplitter", "train_piece_bytes"]
 
 
 def train_piece_bytes(params):
-    """The cut size of a READ_WAVE train: the largest power of two not above ``max_payload``,
-    4096 (the AXI 4 KB boundary) and 256 flits (the longest AXI4 burst). 4096 for every flit
-    width from 128 bits with the default ``max_payload``; 2048 with 64-bit flits."""
-    limit = min(params.max_payload, 4096, 256 * params.flit_bytes)
-    return 1 << (limit.bit_length() - 1)
+    """The cut size of a READ_WAVE train: :attr:`FabricParams.train_piece_bytes
+    <scin.hdl.packet.FabricParams.train_piece_bytes>` (the protocol defines it, so the ISA and the
+    models agree with the bridge)."""
+    return params.train_piece_bytes
 
 
 class ReadTrainSplitter(wiring.Component):

@@ -66,7 +66,8 @@ class PacketFilterHarness(wiring.Component):
     broken : None or str
         A deliberately broken variant (:meth:`OpenBlock.tie`): ``"drop_not_held"``, the per-packet
         drop register tied to 0, so a malformed packet's payload flits are forwarded
-        (``bad_packet_dropped_whole`` must fail); ``"length_unchecked"``, the filter's "this
+        (``bad_packet_dropped_whole`` or ``flow_control`` must fail: which one the solver trips
+        first depends on the opcode table); ``"length_unchecked"``, the filter's "this
         opcode's length counts bytes" decision tied to 0, so no length is checked
         (``errors_count_bad_headers`` must fail); ``"framing_lost"``, the
         in-packet register tied to 0, so every flit is checked as a header

@@ -119,11 +119,13 @@ def descriptor_layout():
 def read_tag_layout(params):
     """The tag of a ``READ`` the ISA sends (LSB first; ``tag_width`` bits in all).
 
-    ``kind`` (:class:`ReadKind`) and ``slot`` name the place in the wave table the response is
+    ``slot`` and ``kind`` (:class:`ReadKind`) name the place in the wave table the response is
     written to; ``seq`` is the slot's issue number modulo ``2**read_seq_bits``, so that a late
     response to an earlier use of the slot is told apart from the current one (docs/ISA.md, Tags).
-    """
-    return data.StructLayout({"kind": ReadKind, "slot": params.slot_bits,
+    ``slot`` is lowest so that the ``j``-th response of a ``READ_WAVE`` train, whose tag is the
+    request's plus ``j`` (docs/PROTOCOL.md), names the ``j``-th slot after the request's (a train
+    never wraps round the slots)."""
+    return data.StructLayout({"slot": params.slot_bits, "kind": ReadKind,
                               "seq": params.read_seq_bits})
 
 
@@ -182,6 +184,21 @@ class IsaParams:
     push_threshold : int or None
         AUTO pushes when each participant's input is at most this many bytes (at most
         ``push_capacity``; None, the default: ``push_capacity``, see :attr:`auto_threshold`).
+    read_train : int
+        Most slots one read request fetches. 1 (the default, the paper's protocol): one ``READ``
+        per slot. Above 1, consecutive full ``max_payload`` segments of a message, page-aligned
+        in the source, read from the same ports into consecutive slots taken back to back, share
+        one ``READ_WAVE`` (docs/PROTOCOL.md), answered by a train of ``READ_RESP`` packets, one
+        per slot: the links carry one request flit per train instead of one per slot. At most
+        ``slots``, and at most ``max_payload`` flits a train (the switch ports' length check:
+        32 slots of 4 KiB at 256-bit flits).
+    write_train : int
+        Most result slots one ``WRITE_RESP`` acknowledges. 1 (the default, the paper's
+        protocol): every ``WRITE`` is acknowledged. Above 1, the result (and INT8 scale) packets
+        of a slot go out as ``WRITE_POSTED`` (docs/PROTOCOL.md: no response; a failure is
+        reported by the next acknowledged write) except the last packet of every
+        ``write_train``-th slot and of the message's last slot, so the links carry one response
+        flit per ``write_train`` slots. Flags are always acknowledged. At most 64.
     """
     fabric:         FabricParams = field(default_factory=FabricParams)
     capacity:       int = 32768
@@ -193,6 +210,8 @@ class IsaParams:
     push_resources: int = 0
     push_capacity:  int = 16384
     push_threshold: int = None
+    read_train:     int = 1
+    write_train:    int = 1
 
     def __post_init__(self):
         f = check_type("fabric", self.fabric, FabricParams)
@@ -236,6 +255,15 @@ class IsaParams:
                              f"bytes) up to {limit}, not {self.push_capacity!r}")
         if self.push_threshold is not None:
             check_int("push_threshold", self.push_threshold, 0, self.push_capacity)
+        # A READ_WAVE's length counts flits; the switch ports refuse any length over max_payload.
+        most = min(self.slots, f.max_payload // self.slot_flits)
+        check_int("read_train", self.read_train, 1, most)
+        if self.read_train > 1 and f.train_piece_bytes != f.max_payload:
+            # A train's j-th response must be the j-th slot: one piece per max_payload page.
+            raise ValueError(f"read_train needs READ_WAVE pieces of one slot, but this fabric "
+                             f"cuts trains into {f.train_piece_bytes}-byte pieces (max_payload "
+                             f"{f.max_payload}, {f.flit_width}-bit flits): read_train must be 1")
+        check_int("write_train", self.write_train, 1, 64)
 
     @property
     def slots(self):

@@ -78,10 +78,10 @@ class ReadIssuer(wiring.Component):
         msg, flush, busy, c = self.run.msg, self.run.flush, self.issue.busy, self.counters
         int8 = msg.dtype == DType.INT8
 
-        # The per-packet header fields, and the ports the request goes to.
-        hdr = Signal(data.StructLayout({"length": p.fabric.header_layout["length"].shape,
-                                        "tag": read_tag_layout(p),
-                                        "addr": p.fabric.header_layout["addr"].shape}))
+        # The per-packet header fields (``wave``: a READ_WAVE), and the ports it goes to.
+        fields = {"length": p.fabric.header_layout["length"].shape, "tag": read_tag_layout(p),
+                  "addr": p.fabric.header_layout["addr"].shape}
+        hdr = Signal(data.StructLayout(fields | ({"wave": 1} if p.read_train > 1 else {})))
         push, to = Signal(), Signal(p.fabric.ports)
         room = self._request_queues(m, hdr, push, to)
         w = self._walk(m)
@@ -98,28 +98,34 @@ class ReadIssuer(wiring.Component):
             with m.State("IDLE"):
                 with m.If(self.issue.start):
                     m.d.comb += w.begin.eq(1)
+                    if p.read_train > 1:
+                        m.d.sync += self._train_regs(m).first.eq(1)
                     m.next = "SLOT"
             with m.State("SLOT"):
                 m.d.comb += busy.eq(1)
-                go = self.alloc.valid & self.job.ready & room & ~flush & ~pushed
+                can = self.alloc.valid & self.job.ready & ~flush & ~pushed
+                # One READ per slot, sent as the slot is armed; or (read trains) the train's.
+                seq, go, merge = issue, can & room, Const(0, 1)
+                new = SimpleNamespace(addr=msg.src_addr + w.src_off, slot=self.alloc.payload,
+                                      seq=issue, count=1, bytes=w.chunk, to=w.rmask)
+                if p.read_train > 1:
+                    seq, go, merge = self._train_slot(m, hdr, push, to, room, can, new, w, int8)
+                else:
+                    m.d.comb += [push.eq(go), to.eq(w.rmask)]
+                    self._header(m, hdr, new)
                 m.d.comb += [
                     self.alloc.ready.eq(go),
                     self.arm.valid.eq(go),
                     self.arm.payload.slot.eq(self.alloc.payload),
                     self.arm.payload.mask.eq(w.rmask),
                     self.arm.payload.scales.eq(int8),
-                    self.arm.payload.seq.eq(issue),
+                    self.arm.payload.seq.eq(seq),
                     self.job.valid.eq(go),
                     self.job.payload.slot.eq(self.alloc.payload),
                     self.job.payload.rmask.eq(w.rmask), self.job.payload.wmask.eq(w.wmask),
                     self.job.payload.dst_off.eq(w.dst_off),
                     self.job.payload.bytes.eq(w.chunk),
                     self.job.payload.last.eq(w.last),
-                    push.eq(go), to.eq(w.rmask),
-                    hdr.addr.eq(msg.src_addr + w.src_off),
-                    hdr.length.eq(w.chunk),
-                    hdr.tag.kind.eq(ReadKind.DATA), hdr.tag.slot.eq(self.alloc.payload),
-                    hdr.tag.seq.eq(issue),
                 ]
                 with m.If(~self.alloc.valid):
                     m.d.sync += c.stall_slot.eq(c.stall_slot + 1)
@@ -127,13 +133,15 @@ class ReadIssuer(wiring.Component):
                     m.d.sync += c.stall_req.eq(c.stall_req + 1)
                 with m.If(go):
                     m.d.comb += w.step.eq(1)
-                    m.d.sync += [slot.eq(self.alloc.payload), issue.eq(issue + 1),
-                                 slot_issue.eq(issue), scale_off.eq(w.src_off // SCALE_DIVISOR),
+                    m.d.sync += [slot.eq(self.alloc.payload), slot_issue.eq(issue),
+                                 scale_off.eq(w.src_off // SCALE_DIVISOR),
                                  scale_len.eq(w.chunk // SCALE_DIVISOR)]
+                    with m.If(~merge):
+                        m.d.sync += issue.eq(issue + 1)
                     with m.If(int8):
                         m.next = "SCALE"
                     with m.Elif(w.last):
-                        m.next = "IDLE"
+                        m.next = "DRAIN" if p.read_train > 1 else "IDLE"
                 if p.push_slots:
                     with m.If(pushed):
                         self._push_jobs(m, w)
@@ -159,10 +167,116 @@ class ReadIssuer(wiring.Component):
                 with m.If(flush):
                     m.next = "IDLE"
 
+            if p.read_train > 1:
+                with m.State("DRAIN"):
+                    # The message's last train, if it is still pending, then done.
+                    m.d.comb += busy.eq(1)
+                    self._train_drain(m, hdr, push, to, room)
+
         # The ISA's `slots` counter: every slot armed.
         with m.If(self.arm.valid):
             m.d.sync += c.slots.eq(c.slots + 1)
         return m
+
+    def _header(self, m, hdr, r, count=None):
+        """Drive the request header ``hdr`` from ``r`` (addr, slot, seq, count, bytes): a READ of
+        ``bytes``, or with read trains and ``count`` above 1 a READ_WAVE of ``count`` slots."""
+        p = self._params
+        count = r.count if count is None else count
+        m.d.comb += [hdr.addr.eq(r.addr), hdr.tag.kind.eq(ReadKind.DATA), hdr.tag.slot.eq(r.slot),
+                     hdr.tag.seq.eq(r.seq), hdr.length.eq(r.bytes)]
+        if p.read_train > 1:
+            wave = count != 1
+            m.d.comb += hdr.wave.eq(wave)
+            with m.If(wave):
+                m.d.comb += hdr.length.eq(count * p.slot_flits)
+
+    def _train_regs(self, m):
+        """The pending train (read trains only): ``pend`` (one is pending), its first ``addr``,
+        ``slot``, issue number ``seq``, slots ``count``, first segment's ``bytes``, ports ``to``,
+        ``open`` (more slots may join: its segments are full and page-aligned), ``end`` (the
+        source address the next joining segment must start at) and ``first`` (no segment of the
+        message has been taken yet)."""
+        if not hasattr(self, "_tr"):
+            p = self._params
+            f = p.fabric
+            self._tr = SimpleNamespace(
+                pend=Signal(name="train_pend"), open=Signal(name="train_open"),
+                first=Signal(name="train_first"),
+                addr=Signal(f.addr_width, name="train_addr"),
+                end=Signal(f.addr_width, name="train_end"),
+                slot=Signal(p.slot_bits, name="train_slot"),
+                seq=Signal(p.read_seq_bits, name="train_seq"),
+                count=Signal(range(p.read_train + 1), name="train_count"),
+                bytes=Signal(range(f.max_payload + 1), name="train_bytes"),
+                to=Signal(f.ports, name="train_to"))
+        return self._tr
+
+    def _train_slot(self, m, hdr, push, to, room, can, new, w, int8):
+        """Read trains, in SLOT: a segment ``new`` that may be taken (``can``) joins the pending
+        train, or the pending train goes out (it can grow no more) and ``new`` becomes pending, or
+        with nothing pending ``new`` is held (it may start a train) or goes out at once (it cannot,
+        or it is the message's last). A train goes out when it is full, when the next segment
+        cannot join or when no segment can be taken this cycle (reads are never held waiting for
+        a slot). Returns (the issue number to arm the slot with, whether it is taken, whether it
+        joined the pending train)."""
+        p = self._params
+        page = p.fabric.max_payload
+        lg = exact_log2(page)
+        tr = self._train_regs(m)
+        full = ~int8 & (w.chunk == page)
+        nxt = Signal(p.slot_bits)
+        m.d.comb += nxt.eq(tr.slot + tr.count)
+        # Joins: same ports, the next source page, the next slot (a train never wraps round).
+        merge = (tr.pend & tr.open & full & (w.rmask == tr.to) & (new.addr == tr.end)
+                 & (new.slot == nxt) & (nxt != 0) & can)
+        closing = w.last | (tr.count + 1 == p.read_train)
+        # May start a train: held. Not a message's first segment, whose READ goes out at once
+        # (holding it would delay the first data by the train; the link has room then).
+        starts = full & (new.addr[:lg] == 0) & ~w.last & ~tr.first
+        go = Signal()
+        with m.If(merge):
+            m.d.comb += [go.eq(can & (~closing | room)), to.eq(tr.to),
+                         push.eq(go & closing)]
+            self._header(m, hdr, tr, count=tr.count + 1)
+            with m.If(go):
+                m.d.sync += [tr.count.eq(tr.count + 1), tr.end.eq(tr.end + page)]
+                with m.If(closing):
+                    m.d.sync += tr.pend.eq(0)
+        with m.Elif(tr.pend):
+            # The pending train goes out; the segment taken with it (if any) is held.
+            m.d.comb += [go.eq(can & room), to.eq(tr.to), push.eq(room)]
+            self._header(m, hdr, tr)
+            with m.If(room):
+                m.d.sync += tr.pend.eq(0)
+            with m.If(go):
+                self._hold(m, tr, new, starts)
+        with m.Else():
+            m.d.comb += [go.eq(can & room), to.eq(new.to), push.eq(go & ~starts)]
+            self._header(m, hdr, new)
+            with m.If(go & starts):
+                self._hold(m, tr, new, 1)
+        with m.If(go):
+            m.d.sync += tr.first.eq(0)
+        with m.If(self.run.flush):
+            m.d.sync += tr.pend.eq(0)
+        return Mux(merge, tr.seq, new.seq), go, merge
+
+    def _hold(self, m, tr, new, open_):
+        """Make the segment ``new`` the pending train (of one slot); ``open_``: more may join."""
+        page = self._params.fabric.max_payload
+        m.d.sync += [tr.pend.eq(1), tr.open.eq(open_), tr.addr.eq(new.addr),
+                     tr.end.eq(new.addr + page), tr.slot.eq(new.slot), tr.seq.eq(new.seq),
+                     tr.count.eq(1), tr.bytes.eq(new.bytes), tr.to.eq(new.to)]
+
+    def _train_drain(self, m, hdr, push, to, room):
+        """DRAIN: send the pending train, if any, then go idle (an abort drops it)."""
+        tr = self._train_regs(m)
+        m.d.comb += [to.eq(tr.to), push.eq(tr.pend & room & ~self.run.flush)]
+        self._header(m, hdr, tr)
+        with m.If(~tr.pend | room | self.run.flush):
+            m.d.sync += tr.pend.eq(0)
+            m.next = "IDLE"
 
     def _push_jobs(self, m, w):
         """Push mode, in SLOT: hand the feeder one job a segment, in the push slot its source
@@ -200,8 +314,10 @@ class ReadIssuer(wiring.Component):
             word = Signal(hdr_layout, name=f"hdr{i}")
             # The constant fields are set in the same process as the copied ones, so none becomes
             # a constant-only `always @*` block (which no simulator runs; Verilator ALWNEVER).
+            opcode = (Mux(hdr.wave, Opcode.READ_WAVE, Opcode.READ) if self._params.read_train > 1
+                      else Opcode.READ)
             m.d.comb += [word.length.eq(hdr.length), word.tag.eq(hdr.tag), word.addr.eq(hdr.addr),
-                         word.opcode.eq(Opcode.READ), word.msg_class.eq(MsgClass.REQ),
+                         word.opcode.eq(opcode), word.msg_class.eq(MsgClass.REQ),
                          word.inc.eq(1), word.status.eq(0), word.src.eq(i), word.dst.eq(i)]
             m.d.comb += [
                 q.w_data.eq(f.header_flit(word, last=1)),

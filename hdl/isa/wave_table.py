@@ -33,7 +33,7 @@ class WaveTable(wiring.Component):
 
     The table of port ``p`` holds ``slots`` slots of ``slot_flits`` data flits and
     ``scale_flits_per_slot`` scale flits, in ``lib.memory.Memory`` (block RAM). A read response's
-    tag names its place: ``tag = slot << 1 | kind`` (:func:`read_tag`), so responses from different
+    tag names its place: ``slot`` and ``kind`` (:func:`read_tag`), so responses from different
     participants and slots may arrive in any order and are written straight where they belong.
 
     Arming a slot (``arm``, pulse) declares which ports' data (and, for INT8, scale) packets it

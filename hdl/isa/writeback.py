@@ -234,27 +234,41 @@ class WriteBack(wiring.Component):
         scale_flits = Signal(range(p.scale_flits_per_slot + 1))
         flag = Signal(flag_request_layout(p))
 
+        # Write trains: whether the slot's last packet is acknowledged (else every one is posted).
+        acked = Signal(init=1, name="train_acked") if p.write_train > 1 else Const(1, 1)
+        since = Signal(range(p.write_train), name="train_since")   # slots since the last acked
+        if p.write_train > 1:
+            with m.If(flush):               # an abort ends the train: the next slot starts one
+                m.d.sync += since.eq(0)
+        int8 = msg.dtype == DType.INT8
         with m.FSM():
+            def take_job():
+                """Take the next job (its header goes out next cycle)."""
+                m.d.comb += self.job.ready.eq(1)
+                m.d.sync += [
+                    job.eq(self.job.payload), mask.eq(self.job.payload.wmask),
+                    left.eq((self.job.payload.bytes + fb - 1) // fb),
+                    *scales.restart(self.job.payload.bytes),
+                ]
+                if p.write_train > 1:
+                    self._count_train(m, acked, since, self.job.payload.last)
+                m.next = "HEADER"
+
             with m.State("IDLE"):
                 with m.If(self.job.valid & ~flush):
-                    m.d.comb += self.job.ready.eq(1)
-                    m.d.sync += [
-                        job.eq(self.job.payload), mask.eq(self.job.payload.wmask),
-                        left.eq((self.job.payload.bytes + fb - 1) // fb),
-                        *scales.restart(self.job.payload.bytes),
-                    ]
-                    m.next = "HEADER"
+                    take_job()
                 with m.Elif(self.flag.valid & ~flush):
                     m.d.comb += self.flag.ready.eq(1)
                     m.d.sync += [flag.eq(self.flag.payload), mask.eq(self.flag.payload.mask)]
                     m.next = "FLAG_HEADER"
             self._header_state(m, "HEADER", out, tags, "DATA",
-                               addr=msg.dst_addr + job.dst_off, length=job.bytes)
+                               addr=msg.dst_addr + job.dst_off, length=job.bytes,
+                               posted=~acked | int8)
             with m.State("DATA"):
-                self._data_state(m, out, scales, left, job, scale_flits)
+                self._data_state(m, out, scales, left, job, scale_flits, take_job)
             self._header_state(m, "SCALE_HEADER", out, tags, "SCALE_DATA",
                                addr=msg.dst_scale_addr + job.dst_off // SCALE_DIVISOR,
-                               length=job.bytes // BLOCK_ELEMENTS * 2)
+                               length=job.bytes // BLOCK_ELEMENTS * 2, posted=~acked)
             with m.State("SCALE_DATA"):
                 # On an abort the scales may never have been collected: zero flits instead.
                 squeue = scales.queue
@@ -267,6 +281,8 @@ class WriteBack(wiring.Component):
                     m.d.sync += scale_flits.eq(scale_flits - 1)
                     with m.If(scale_flits == 1):
                         m.next = "IDLE"
+                        with m.If(self.job.valid & ~flush):
+                            take_job()
             self._header_state(m, "FLAG_HEADER", out, tags, "FLAG_DATA",
                                addr=flag.addr, length=4)
             with m.State("FLAG_DATA"):
@@ -278,6 +294,13 @@ class WriteBack(wiring.Component):
                     m.next = "IDLE"
         return m
 
+    def _count_train(self, m, acked, since, last):
+        """Write trains, as a job is taken: its slot is acknowledged (``acked``) when it is the
+        ``write_train``-th since the last acknowledged one (``since`` counts them) or the
+        message's ``last``."""
+        done = last | (since == self._params.write_train - 1)
+        m.d.sync += [acked.eq(done), since.eq(Mux(done, 0, since + 1))]
+
     def _output_queues(self, m, tags):
         """Per-port output queues; a flit is pushed to every port of ``tags.mask`` at once.
         Returns the controls: ``push``, ``is_header``, the header fields ``hdr`` (length, tag,
@@ -285,12 +308,14 @@ class WriteBack(wiring.Component):
         f = self._params.fabric
         hdr_layout = f.header_layout
         mask = tags.mask
+        posted = self._params.write_train > 1
         out = SimpleNamespace(
             push=Signal(), is_header=Signal(), body=Signal(f.flit_width), body_last=Signal(),
             # The per-packet header fields; the constant ones are set on each queue's copy below.
             hdr=Signal(data.StructLayout({"length": hdr_layout["length"].shape,
                                           "tag": write_tag_layout(self._params),
-                                          "addr": hdr_layout["addr"].shape})))
+                                          "addr": hdr_layout["addr"].shape}
+                                         | ({"posted": 1} if posted else {}))))
         rooms = []
         for i in range(f.ports):
             q = fifo.SyncFIFOBuffered(width=f.flit_layout.size, depth=4)
@@ -302,7 +327,9 @@ class WriteBack(wiring.Component):
             # a constant-only `always @*` block (which no simulator runs; Verilator ALWNEVER).
             m.d.comb += [word.length.eq(out.hdr.length), word.tag.eq(out.hdr.tag),
                          word.addr.eq(out.hdr.addr),
-                         word.opcode.eq(Opcode.WRITE), word.msg_class.eq(MsgClass.WRITE),
+                         word.opcode.eq(Mux(out.hdr.posted, Opcode.WRITE_POSTED, Opcode.WRITE)
+                                        if posted else Opcode.WRITE),
+                         word.msg_class.eq(MsgClass.WRITE),
                          word.inc.eq(1), word.status.eq(0), word.src.eq(i), word.dst.eq(i)]
             m.d.comb += [
                 q.w_data.eq(Mux(out.is_header, f.header_flit(word, last=0),
@@ -326,16 +353,22 @@ class WriteBack(wiring.Component):
                        bflit=Signal(range(BLOCK_ELEMENTS * 8 // f.flit_width)),
                        blocks_left=Signal(range(p.slot_flits + 1)))
 
-    def _header_state(self, m, name, out, tags, next_state, *, addr, length):
+    def _header_state(self, m, name, out, tags, next_state, *, addr, length, posted=0):
         """A header state: send a ``WRITE`` header of ``addr``, ``length`` to every port of the
         mask once each has room and the write tag's entry is free; under ``flush`` send nothing
-        (the packet is never started)."""
+        (the packet is never started). With write trains, a ``posted`` packet is a
+        ``WRITE_POSTED``: it needs only room, and takes no tag entry."""
         flush = self.run.flush
         c = self.counters
+        if self._params.write_train == 1:
+            posted = Const(0, 1)
+        can = Mux(posted, out.room, out.can_start)
         with m.State(name):
+            if self._params.write_train > 1:
+                m.d.comb += out.hdr.posted.eq(posted)
             m.d.comb += [
                 self.status.busy.eq(1), out.is_header.eq(1),
-                out.push.eq(out.can_start & ~flush), tags.start.eq(out.can_start & ~flush),
+                out.push.eq(can & ~flush), tags.start.eq(out.can_start & ~flush & ~posted),
                 out.hdr.addr.eq(addr), out.hdr.length.eq(length),
                 # Set here with the other fields, not in a process of its own: a lone
                 # `always @*` reading a register that has not changed yet never runs on Icarus.
@@ -343,14 +376,16 @@ class WriteBack(wiring.Component):
             ]
             with m.If(flush):
                 m.next = "IDLE"            # not started: never sent
-            with m.Elif(out.can_start):
+            with m.Elif(can):
                 m.next = next_state
             with m.Else():
                 m.d.sync += c.stall_tx.eq(c.stall_tx + 1)
 
-    def _data_state(self, m, out, sc, left, job, scale_flits):
+    def _data_state(self, m, out, sc, left, job, scale_flits, take_job):
         """The result flits of a slot, as the datapath gives them; under ``flush`` zero flits up
-        to the packet's length (its header is out, and a packet is never truncated)."""
+        to the packet's length (its header is out, and a packet is never truncated). With the
+        last flit of a slot without scales, the next job is taken at once if one waits
+        (``take_job``), so back-to-back slots cost their header and data flits and nothing more."""
         f = self._params.fabric
         fb = f.flit_bytes
         flush, st, c, dp = self.run.flush, self.status, self.counters, self.dp
@@ -391,6 +426,8 @@ class WriteBack(wiring.Component):
                         m.next = "SCALE_HEADER"
                     with m.Else():
                         m.next = "IDLE"
+                        with m.If(self.job.valid):
+                            take_job()
 
 
 class _Scales(SimpleNamespace):

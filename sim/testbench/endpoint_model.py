@@ -45,6 +45,7 @@ class EndpointModel:
         self.reads_seen = []     # headers of every READ received
         self.writes_seen = []    # headers of every WRITE received
         self.faults = 0          # fault actions applied
+        self.sticky = 0          # worst status of the WRITE_POSTEDs since the last answered WRITE
         self._seen = {c: 0 for c in self.from_isa}
         self._pending = []       # (due cycle, class, packet)
         self.cycle = 0
@@ -93,7 +94,9 @@ class EndpointModel:
 
     def on_write(self, match, **action):
         """As :meth:`on_read`, for the WRITE_RESP of the next matching WRITE; with an error
-        ``status`` the write does not change memory (as AXI DECERR/SLVERR)."""
+        ``status`` the write does not change memory (as AXI DECERR/SLVERR). A matching
+        ``WRITE_POSTED`` has no response: its ``status`` is reported by the next ``WRITE``'s
+        (the worst of the two, docs/PROTOCOL.md) and the other actions do nothing."""
         self.write_rules.append((match, action))
 
     def release(self):
@@ -144,6 +147,29 @@ class EndpointModel:
         self._seen[cls] = start + sum(len(p) for p in complete)
         return complete
 
+    def _read_pieces(self, h):
+        """The reads a request header ``h`` asks for, as READ headers (dicts): ``h`` itself, or
+        for a ``READ_WAVE`` of ``length`` flits one per piece of the range cut at every
+        ``train_piece_bytes`` boundary of the address (docs/PROTOCOL.md): piece ``j`` has
+        tag ``tag + j``, its own ``addr`` and ``length`` (its response carries that ``addr``,
+        ``resp_addr``) and ``train`` = ``j``. Read rules and ``reads_seen`` see the pieces."""
+        if h["opcode"] == Opcode.READ.value:
+            return [h]
+        assert h["opcode"] == Opcode.READ_WAVE.value, h
+        p = self.params
+        page = p.train_piece_bytes
+        addr, end = h["addr"], h["addr"] + h["length"] * p.flit_bytes
+        assert h["length"] >= 1 and addr % p.flit_bytes == 0, h
+        pieces = []
+        while addr < end:
+            stop = min(end, (addr // page + 1) * page)
+            j = len(pieces)
+            pieces.append(dict(h, opcode=Opcode.READ.value, addr=addr, length=stop - addr,
+                               tag=(h["tag"] + j) % (1 << p.tag_width), train=j,
+                               resp_addr=addr))
+            addr = stop
+        return pieces
+
     def _payload(self, pkt, length):
         fb = self.params.flit_bytes
         raw = b"".join(flit_data(self.params, f).to_bytes(fb, "little") for f in pkt[1:])
@@ -155,20 +181,23 @@ class EndpointModel:
             self.cycle += 1
             for pkt in self._packets(MsgClass.REQ):
                 h = header_of(self.params, pkt)
-                assert h["opcode"] == Opcode.READ.value, h
                 assert h["inc"] == 1 and h["dst"] == self.port, h
-                self.reads_seen.append(h)
-                action = self._rule(self.read_rules, h)
-                status = action.get("status", Status.OK)
-                if status == Status.OK:
-                    data = bytes(self.mem[h["addr"]:h["addr"] + h["length"]])
-                else:
-                    data = bytes(h["length"] if action.get("payload", True) else 0)
-                resp = self._data_packet(Opcode.READ_RESP, h, data, status)
-                self._respond(MsgClass.RDATA, resp, action)
+                for piece in self._read_pieces(h):
+                    self.reads_seen.append(piece)
+                    action = self._rule(self.read_rules, piece)
+                    status = action.get("status", Status.OK)
+                    if status == Status.OK:
+                        data = bytes(self.mem[piece["addr"]:piece["addr"] + piece["length"]])
+                    else:
+                        data = bytes(piece["length"] if action.get("payload", True) else 0)
+                    resp = self._data_packet(Opcode.READ_RESP, piece, data, status,
+                                             addr=piece.get("resp_addr", 0))
+                    self._respond(MsgClass.RDATA, resp, action)
             for pkt in self._packets(MsgClass.WRITE):
                 h = header_of(self.params, pkt)
-                assert h["opcode"] == Opcode.WRITE.value and h["inc"] == 1, h
+                posted = h["opcode"] != Opcode.WRITE.value
+                assert not posted or h["opcode"] == Opcode.WRITE_POSTED.value, h
+                assert h["inc"] == 1, h
                 data = self._payload(pkt, h["length"])
                 assert len(data) == h["length"], (h, len(data))
                 self.writes_seen.append(h)
@@ -177,9 +206,15 @@ class EndpointModel:
                 if status == Status.OK:
                     self.mem[h["addr"]:h["addr"] + h["length"]] = data
                 self.writes += 1
-                ack = make_packet(self.params, opcode=Opcode.WRITE_RESP, inc=1, src=self.port,
-                                  dst=self.port, tag=h["tag"], status=status)
-                self._respond(MsgClass.WRESP, ack, action)
+                # A WRITE_POSTED is not answered: its failure waits for the next WRITE's answer.
+                worst = max(Status(status).value, self.sticky)
+                self.sticky = worst if posted else 0
+                if posted and action.get("release"):
+                    self.release()
+                if not posted:
+                    ack = make_packet(self.params, opcode=Opcode.WRITE_RESP, inc=1,
+                                      src=self.port, dst=self.port, tag=h["tag"], status=worst)
+                    self._respond(MsgClass.WRESP, ack, action)
             for pkt in self._packets(MsgClass.WRESP):
                 self.acks.append(header_of(self.params, pkt))
             due = [x for x in self._pending if x[0] <= self.cycle]
