@@ -31,16 +31,22 @@ NAMES = {"req": "req_in", "write": "write_in", "rdata": "rdata_out", "wresp": "w
 FAULT_PAGE = 0x8000
 
 
-def _fail_reads_of_fault_page(ram):
-    """Make ``ram``'s AXI reads of :data:`FAULT_PAGE` fail (its backdoor ``read``/``write`` still
-    reach the page), through the read model's data callback, ``_read``."""
-    read = ram.read_if._read
+def fail_page(interface, callback, page):
+    """Make the AXI accesses of one 4 KiB ``page`` through ``interface`` (cocotbext-axi's
+    ``ram.read_if`` or ``ram.write_if``) fail, by wrapping its data ``callback`` (``"_read"``
+    or ``"_write"``); the RAM's backdoor ``read``/``write`` still reach the page."""
+    access = getattr(interface, callback)
 
-    async def faulty(address, length):
-        if FAULT_PAGE <= address < FAULT_PAGE + 4096:
-            raise ValueError(f"injected read fault at {address:#x}")
-        return await read(address, length)
-    ram.read_if._read = faulty
+    async def faulty(address, *args):
+        if page <= address < page + 4096:
+            raise ValueError(f"injected {callback[1:]} fault at {address:#x}")
+        return await access(address, *args)
+    setattr(interface, callback, faulty)
+
+
+def _fail_reads_of_fault_page(ram):
+    """Make ``ram``'s AXI reads of :data:`FAULT_PAGE` fail."""
+    fail_page(ram.read_if, "_read", FAULT_PAGE)
 
 
 async def _bench(dut, salt):

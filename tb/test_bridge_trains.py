@@ -31,7 +31,7 @@ from scin.hdl.packet import OPCODE_CLASS, FabricParams, Opcode, Status
 from scin.hdl.endpoint.read_train import train_piece_bytes
 from scin.sim.runner import run_cocotb, verilog_for
 from scin.sim.testbench.env import cocotb_module, read_int
-from scin.tb.test_bridge_edges import FAULT_PAGE, _bench
+from scin.tb.test_bridge_edges import FAULT_PAGE, _bench, fail_page
 from scin.tb.test_endpoint import FB, MEM_SIZE, PARAMS, PORT, packet, split
 
 
@@ -73,13 +73,7 @@ class ArMonitor:
 
 
 def _fail_writes_of_fault_page(ram):
-    write = ram.write_if._write
-
-    async def faulty(address, data):
-        if WRITE_FAULT_PAGE <= address < WRITE_FAULT_PAGE + 4096:
-            raise ValueError(f"injected write fault at {address:#x}")
-        return await write(address, data)
-    ram.write_if._write = faulty
+    fail_page(ram.write_if, "_write", WRITE_FAULT_PAGE)
 
 
 def read_wave(tb, addr, flits, *, src=1, inc=1, tag=None, tail=b""):
