@@ -173,7 +173,7 @@ def _bad_packets():
     mp = lambda **kw: make_packet(P, **kw)
     return [
         (mp(opcode=0, msg_class=MsgClass.REQ), MsgClass.REQ, "bad_opcode"),
-        (mp(opcode=7, msg_class=MsgClass.WRITE, payload_flits=5), MsgClass.WRITE, "bad_opcode"),
+        (mp(opcode=8, msg_class=MsgClass.WRITE, payload_flits=5), MsgClass.WRITE, "bad_opcode"),
         (mp(opcode=15, msg_class=MsgClass.RDATA, payload_flits=128), MsgClass.RDATA, "bad_opcode"),
         # A known opcode in the wrong class (WRITE sent as a request), and a lying class field.
         (mp(opcode=Opcode.WRITE, length=64, msg_class=MsgClass.REQ), MsgClass.REQ, "bad_opcode"),
