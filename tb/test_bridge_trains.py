@@ -31,6 +31,7 @@ from scin.hdl.packet import OPCODE_CLASS, FabricParams, Opcode, Status
 from scin.hdl.endpoint.read_train import train_piece_bytes
 from scin.sim.runner import run_cocotb, verilog_for
 from scin.sim.testbench.env import cocotb_module, read_int
+from scin.sim.testbench.traffic import train_pieces
 from scin.tb.test_bridge_edges import FAULT_PAGE, _bench, fail_page
 from scin.tb.test_endpoint import FB, MEM_SIZE, PARAMS, PORT, packet, split
 
@@ -42,14 +43,9 @@ TAGS = 1 << PARAMS.tag_width
 WRITE_FAULT_PAGE = 0xA000
 
 
-def pieces(addr, flits, fb=FB, piece=PIECE):
-    """The pieces of a READ_WAVE: (address, bytes), cut at every multiple of ``piece``."""
-    out, end = [], addr + flits * fb
-    while addr < end:
-        stop = min(end, (addr // piece + 1) * piece)
-        out.append((addr, stop - addr))
-        addr = stop
-    return out
+def pieces(addr, flits, params=PARAMS):
+    """The pieces of a READ_WAVE: (address, bytes), cut at every multiple of its piece size."""
+    return train_pieces(params, addr, flits)
 
 
 class ArMonitor:
@@ -295,7 +291,7 @@ def test_splitter_cuts(params):
     from amaranth.sim import Simulator
     from scin.hdl.endpoint.read_train import ReadTrainSplitter
     rng = random.Random(f"splitter-{params}")
-    fb, top, piece = params.flit_bytes, 1 << params.addr_width, train_piece_bytes(params)
+    fb, top = params.flit_bytes, 1 << params.addr_width
     dut = ReadTrainSplitter(params)
     reqs = []
     for _ in range(12):
@@ -315,7 +311,7 @@ def test_splitter_cuts(params):
         elif not (n and a % fb == 0 and a + n * fb <= top):
             want.append(dict(h, length=0))
         else:
-            for j, (pa, pn) in enumerate(pieces(a, n, fb=fb, piece=piece)):
+            for j, (pa, pn) in enumerate(pieces(a, n, params)):
                 want.append(dict(h, addr=pa, length=pn,
                                  tag=(h["tag"] + j) % (1 << params.tag_width)))
     got = []

@@ -28,6 +28,7 @@ from scin.hdl.isa.wave_controller import DescriptorCheck, Watchdog
 from scin.hdl.isa.wave_table import WaveTable
 from scin.hdl.isa.writeback import WriteBack, WriteTags
 from scin.hdl.packet import FabricParams, MsgClass, Opcode, Status
+from scin.sim.testbench.traffic import train_pieces
 
 
 log = logging.getLogger(__name__)
@@ -374,10 +375,10 @@ def _read_pieces(f, hdr):
     if hdr["opcode"] == Opcode.READ.value:
         return [hdr], 1
     assert hdr["opcode"] == Opcode.READ_WAVE.value, hdr
-    page, n = f.max_payload, hdr["length"] * f.flit_bytes // f.max_payload
-    assert hdr["addr"] % page == 0 and n * page == hdr["length"] * f.flit_bytes, hdr
-    return [dict(hdr, opcode=Opcode.READ.value, length=page, addr=hdr["addr"] + j * page,
-                 tag=hdr["tag"] + j) for j in range(n)], n
+    cut = train_pieces(f, hdr["addr"], hdr["length"])
+    assert all(n == f.max_payload for _, n in cut), hdr       # whole slots only
+    return [dict(hdr, opcode=Opcode.READ.value, length=n, addr=a, tag=hdr["tag"] + j)
+            for j, (a, n) in enumerate(cut)], len(cut)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -93,13 +93,14 @@ class ReadIssuer(wiring.Component):
         slot_issue = Signal(p.read_seq_bits)  # ... and of the pending scale read's slot
         scale_len = Signal(range(p.scale_bytes_per_slot + 1))
         scale_off = Signal(p.offset_bits)
+        tr = self._train_regs() if p.read_train > 1 else None   # the pending read train
 
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.issue.start):
                     m.d.comb += w.begin.eq(1)
                     if p.read_train > 1:
-                        m.d.sync += self._train_regs(m).first.eq(1)
+                        m.d.sync += tr.first.eq(1)
                     m.next = "SLOT"
             with m.State("SLOT"):
                 m.d.comb += busy.eq(1)
@@ -109,7 +110,8 @@ class ReadIssuer(wiring.Component):
                 new = SimpleNamespace(addr=msg.src_addr + w.src_off, slot=self.alloc.payload,
                                       seq=issue, count=1, bytes=w.chunk, to=w.rmask)
                 if p.read_train > 1:
-                    seq, go, merge = self._train_slot(m, hdr, push, to, room, can, new, w, int8)
+                    seq, go, merge = self._train_slot(m, tr, hdr, push, to, room, can, new, w,
+                                                      int8)
                 else:
                     m.d.comb += [push.eq(go), to.eq(w.rmask)]
                     self._header(m, hdr, new)
@@ -171,7 +173,7 @@ class ReadIssuer(wiring.Component):
                 with m.State("DRAIN"):
                     # The message's last train, if it is still pending, then done.
                     m.d.comb += busy.eq(1)
-                    self._train_drain(m, hdr, push, to, room)
+                    self._train_drain(m, tr, hdr, push, to, room)
 
         # The ISA's `slots` counter: every slot armed.
         with m.If(self.arm.valid):
@@ -191,28 +193,26 @@ class ReadIssuer(wiring.Component):
             with m.If(wave):
                 m.d.comb += hdr.length.eq(count * p.slot_flits)
 
-    def _train_regs(self, m):
+    def _train_regs(self):
         """The pending train (read trains only): ``pend`` (one is pending), its first ``addr``,
         ``slot``, issue number ``seq``, slots ``count``, first segment's ``bytes``, ports ``to``,
         ``open`` (more slots may join: its segments are full and page-aligned), ``end`` (the
         source address the next joining segment must start at) and ``first`` (no segment of the
         message has been taken yet)."""
-        if not hasattr(self, "_tr"):
-            p = self._params
-            f = p.fabric
-            self._tr = SimpleNamespace(
-                pend=Signal(name="train_pend"), open=Signal(name="train_open"),
-                first=Signal(name="train_first"),
-                addr=Signal(f.addr_width, name="train_addr"),
-                end=Signal(f.addr_width, name="train_end"),
-                slot=Signal(p.slot_bits, name="train_slot"),
-                seq=Signal(p.read_seq_bits, name="train_seq"),
-                count=Signal(range(p.read_train + 1), name="train_count"),
-                bytes=Signal(range(f.max_payload + 1), name="train_bytes"),
-                to=Signal(f.ports, name="train_to"))
-        return self._tr
+        p = self._params
+        f = p.fabric
+        return SimpleNamespace(
+            pend=Signal(name="train_pend"), open=Signal(name="train_open"),
+            first=Signal(name="train_first"),
+            addr=Signal(f.addr_width, name="train_addr"),
+            end=Signal(f.addr_width, name="train_end"),
+            slot=Signal(p.slot_bits, name="train_slot"),
+            seq=Signal(p.read_seq_bits, name="train_seq"),
+            count=Signal(range(p.read_train + 1), name="train_count"),
+            bytes=Signal(range(f.max_payload + 1), name="train_bytes"),
+            to=Signal(f.ports, name="train_to"))
 
-    def _train_slot(self, m, hdr, push, to, room, can, new, w, int8):
+    def _train_slot(self, m, tr, hdr, push, to, room, can, new, w, int8):
         """Read trains, in SLOT: a segment ``new`` that may be taken (``can``) joins the pending
         train, or the pending train goes out (it can grow no more) and ``new`` becomes pending, or
         with nothing pending ``new`` is held (it may start a train) or goes out at once (it cannot,
@@ -223,7 +223,6 @@ class ReadIssuer(wiring.Component):
         p = self._params
         page = p.fabric.max_payload
         lg = exact_log2(page)
-        tr = self._train_regs(m)
         full = ~int8 & (w.chunk == page)
         nxt = Signal(p.slot_bits)
         m.d.comb += nxt.eq(tr.slot + tr.count)
@@ -269,9 +268,8 @@ class ReadIssuer(wiring.Component):
                      tr.end.eq(new.addr + page), tr.slot.eq(new.slot), tr.seq.eq(new.seq),
                      tr.count.eq(1), tr.bytes.eq(new.bytes), tr.to.eq(new.to)]
 
-    def _train_drain(self, m, hdr, push, to, room):
+    def _train_drain(self, m, tr, hdr, push, to, room):
         """DRAIN: send the pending train, if any, then go idle (an abort drops it)."""
-        tr = self._train_regs(m)
         m.d.comb += [to.eq(tr.to), push.eq(tr.pend & room & ~self.run.flush)]
         self._header(m, hdr, tr)
         with m.If(~tr.pend | room | self.run.flush):

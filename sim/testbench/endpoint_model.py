@@ -18,7 +18,8 @@ from scin.hdl.isa import ReadKind, flag_layout, push_addr_layout
 from scin.hdl.packet import MsgClass, Opcode, Status
 
 from .streams import StreamSource, StreamSink
-from .traffic import make_packet, split_packets, header_of, flit, flit_data, is_last
+from .traffic import (make_packet, split_packets, header_of, flit, flit_data, is_last,
+                      train_pieces)
 
 
 __all__ = ["EndpointModel"]
@@ -156,18 +157,12 @@ class EndpointModel:
         if h["opcode"] == Opcode.READ.value:
             return [h]
         assert h["opcode"] == Opcode.READ_WAVE.value, h
-        p = self.params
-        page = p.train_piece_bytes
-        addr, end = h["addr"], h["addr"] + h["length"] * p.flit_bytes
-        assert h["length"] >= 1 and addr % p.flit_bytes == 0, h
-        pieces = []
-        while addr < end:
-            stop = min(end, (addr // page + 1) * page)
-            j = len(pieces)
-            pieces.append(dict(h, opcode=Opcode.READ.value, addr=addr, length=stop - addr,
-                               tag=(h["tag"] + j) % (1 << p.tag_width), train=j,
-                               resp_addr=addr))
-            addr = stop
+        assert h["length"] >= 1 and h["addr"] % self.params.flit_bytes == 0, h
+        pieces = [dict(h, opcode=Opcode.READ.value, addr=addr, length=nbytes,
+                       tag=(h["tag"] + j) % (1 << self.params.tag_width), train=j,
+                       resp_addr=addr)
+                  for j, (addr, nbytes) in enumerate(train_pieces(self.params, h["addr"],
+                                                                  h["length"]))]
         return pieces
 
     def _payload(self, pkt, length):

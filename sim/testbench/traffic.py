@@ -10,7 +10,7 @@ from scin.hdl.packet import Opcode, MsgClass, OPCODE_CLASS, PAYLOAD_OPCODES
 
 
 __all__ = ["flit", "flit_data", "is_last", "make_packet", "split_packets", "header_of",
-           "random_packet", "INTERESTING_LENGTHS", "CLASS_OPCODE"]
+           "random_packet", "train_pieces", "INTERESTING_LENGTHS", "CLASS_OPCODE"]
 
 #: A representative opcode per class.
 CLASS_OPCODE = {MsgClass.REQ: Opcode.READ, MsgClass.WRITE: Opcode.WRITE,
@@ -61,6 +61,20 @@ def make_packet(params, *, opcode, length=0, payload_seed=0, msg_class=None, pay
         nbytes -= take
         flits.append(word)
     return [flit(params, d, i == len(flits) - 1) for i, d in enumerate(flits)]
+
+
+def train_pieces(params, addr, flits):
+    """The pieces a ``READ_WAVE`` of ``flits`` flits at ``addr`` is answered in (docs/PROTOCOL.md):
+    ``(address, bytes)`` each, the range cut at every multiple of ``params.train_piece_bytes``;
+    piece ``j``'s response carries the request's tag plus ``j``. The software twin of
+    :class:`~scin.hdl.endpoint.read_train.ReadTrainSplitter` (for a good request)."""
+    piece = params.train_piece_bytes
+    out, end = [], addr + flits * params.flit_bytes
+    while addr < end:
+        stop = min(end, (addr // piece + 1) * piece)
+        out.append((addr, stop - addr))
+        addr = stop
+    return out
 
 
 def split_packets(params, items):
