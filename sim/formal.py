@@ -158,6 +158,10 @@ class Result:
     cached: bool = False
 
 
+#: The properties a broken push address check must fail (``push_table``'s variants).
+_PUSH_TARGETS = ("accepts_only_good_pushes", "dropped_push_writes_nothing",
+                 "push_fills_only_its_slot", "bad_pushes_counted_once")
+
 #: Every property set ``scin prove`` runs (docs/VERIFICATION.md says what each proves and why
 #: its depths are enough).
 PROPERTY_SETS = (
@@ -220,6 +224,16 @@ PROPERTY_SETS = (
                                               "fills_only_from_hits")),
                         "framing_lost": (8, ("accepts_only_expected", "rest_counted",
                                              "fills_only_from_hits"))}),
+    # The same block in push mode: where a push WRITE goes, and what a dropped one leaves (no
+    # write to the memories, no progress, one count, the resource's error until its rearm);
+    # every register is tied to the harness's by an invariant, so induction closes at a small
+    # depth. A bad push is taken or not at its header (cycle 0: `progress`) and its first flit
+    # reaches a memory a cycle later, so a broken address check fails by cycle 1 (bound 6).
+    PropertySet("push_table", "WaveTable push mode (2 ports, 2 resources of 2 slots of 8 flits)",
+                "PushTableHarness", dict(ports=2, push_resources=2, push_slots=2, max_payload=64),
+                "k-induction", 3, 14,
+                broken={"alignment_unchecked": (6, _PUSH_TARGETS),
+                        "index_unchecked": (6, _PUSH_TARGETS)}),
     # The stream contract on every stream a block drives, bounded: see docs/VERIFICATION.md for
     # each depth. No invariants, so no induction.
     PropertySet("contract_feeder", "Feeder (dp, wb_job)", "StreamContractHarness",

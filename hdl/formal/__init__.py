@@ -12,6 +12,8 @@ properties by name (:mod:`.properties`). ``sim/formal.py`` runs them; ``scin pro
 * :class:`~.table_manager.TableManagerHarness` -- the ISA's TableManager (slots, waves).
 * :class:`~.switch_core.SwitchCoreHarness` -- the switch core's crossbar (one class).
 * :class:`~.wave_table.WaveTableHarness` -- the ISA's WaveTable (read responses, tags, progress).
+* :class:`~.push_table.PushTableHarness` -- the ISA's WaveTable in push mode (push WRITEs, bad
+  pushes, the push error and rearm).
 * :class:`~.stream_contracts.StreamContractHarness` -- the stream contract on every stream an ISA
   block drives (feeder, write-back, read issuer, copy path, wave controller, datapath) and the
   endpoint's (bridge, memory, accelerator).
@@ -26,9 +28,10 @@ from .write_tags import WriteTagsHarness
 from .table_manager import TableManagerHarness
 from .switch_core import SwitchCoreHarness
 from .wave_table import WaveTableHarness
+from .push_table import PushTableHarness
 from .stream_contracts import StreamContractHarness
 
 __all__ = ["Properties", "OpenBlock", "stream_contract", "CreditLinkHarness",
            "PacketArbiterHarness", "BarrierHarness", "PacketFilterHarness", "WriteTagsHarness",
            "TableManagerHarness", "SwitchCoreHarness", "WaveTableHarness",
-           "StreamContractHarness"]
+           "PushTableHarness", "StreamContractHarness"]
