@@ -84,11 +84,35 @@ def _file_digest(path, mtime_ns, size):
     return code_digest(text) if path.suffix == ".py" else hashlib.sha256(text).hexdigest()
 
 
+_FINGERPRINT = []
+
+
 def hdl_fingerprint():
     """A hash of the code under ``hdl/`` (every Python file through :func:`code_digest`, every
     Verilog file as text): the key of the Verilog cache (:func:`verilog_for`), which is stale
     when the HDL's code changes, not when a comment or docstring does. Simulator builds are keyed
-    by the Verilog instead (:func:`build_key`)."""
+    by the Verilog instead (:func:`build_key`).
+
+    Taken once per process, right after every ``scin.hdl`` module has been imported: the key
+    must describe the code this process elaborates, which is the code as imported. (Read from
+    the files at each call, an edit made while a long test run was going keyed Verilog elaborated
+    from the modules imported before the edit with the edited files' hash, and later runs took
+    that stale Verilog for current.)"""
+    if not _FINGERPRINT:
+        _import_hdl()
+        _FINGERPRINT.append(_hdl_digest())
+    return _FINGERPRINT[0]
+
+
+def _import_hdl():
+    import importlib
+    import pkgutil
+    import scin.hdl
+    for info in pkgutil.walk_packages(scin.hdl.__path__, "scin.hdl."):
+        importlib.import_module(info.name)
+
+
+def _hdl_digest():
     digest = hashlib.sha256()
     hdl = REPO_ROOT / "hdl"
     for path in sorted([*hdl.rglob("*.py"), *hdl.rglob("*.v")]):
