@@ -32,14 +32,19 @@ SECTION, HOPS_SECTION = "bench", "op-hops"
 SIZES = ["64B", "256B", "1KiB", "4KiB", "16KiB", "64KiB", "256KiB", "1MiB"]
 LARGE_SIZES = ["4MiB", "16MiB"]
 PAPER_EFFICIENCY = 0.924
-PARTS = ("size", "waves", "capacity", "endpoints", "op")
+PARTS = ("size", "waves", "capacity", "endpoints", "op", "trains")
 #: The op sweep's cases: an operation, ``:in-place`` for NCCL's in-place layout.
 OP_CASES = ["allreduce", "reduce-scatter", "reduce-scatter:in-place", "allgather",
             "allgather:in-place", "broadcast", "reduce", "barrier"]
 OP_SIZES = ["64B", "4KiB", "64KiB", "1MiB"]
+#: The trains sweep's hardware: wave table per participant / outstanding waves / slots per
+#: READ_WAVE and per acknowledged write (1: the paper's per-slot protocol), and its points.
+TRAIN_CONFIGS = ["32KiB/8/1", "32KiB/2/4", "64KiB/2/8"]
+TRAIN_POINTS = ["fp16:1MiB", "fp16:16MiB", "int8:16MiB"]
 CSV_FIELDS = ["part", "op", "in_place", "root", "dtype", "size", "endpoints", "capacity", "waves",
-              "seed", "cycles", "us", "bound_cycles", "efficiency", "wall_s", "sim_cps", "commit"]
-ROW_KEY = ("part", "op", "in_place", "dtype", "size", "endpoints", "capacity", "waves")
+              "trains", "seed", "cycles", "us", "bound_cycles", "efficiency", "wall_s", "sim_cps",
+              "commit"]
+ROW_KEY = ("part", "op", "in_place", "dtype", "size", "endpoints", "capacity", "waves", "trains")
 
 
 def _sizes(text):
@@ -83,7 +88,39 @@ def plan(args):
             for size in (_sizes(args.op_sizes)[:1] if op == "barrier" else _sizes(args.op_sizes)):
                 runs.append(dict(part="op", op=op, in_place=in_place, root=root, dtype="fp16",
                                  size=size, endpoints=4, **base))
+    if "trains" in args.parts:
+        for capacity, waves, trains in train_configs(args.train_configs):
+            for dtype, size in train_points(args.train_points):
+                runs.append(dict(part="trains", dtype=dtype, size=size, endpoints=4,
+                                 capacity=capacity, outstanding=waves, trains=trains))
     return runs
+
+
+def train_configs(text):
+    """``"32KiB/2/4,..."`` -> ``[(32768, 2, 4), ...]``: table capacity, waves, trains."""
+    out = []
+    for item in (s for s in text.split(",") if s):
+        parts = item.split("/")
+        try:
+            if len(parts) != 3:
+                raise ValueError
+            out.append((parse_size(parts[0]), int(parts[1]), int(parts[2])))
+        except ValueError:
+            raise ValueError(f"--train-configs: {item!r} is not CAPACITY/WAVES/TRAINS "
+                             f"(such as 32KiB/2/4)") from None
+    return out
+
+
+def train_points(text):
+    """``"fp16:1MiB,int8:16MiB"`` -> ``[("fp16", 1048576), ("int8", 16777216)]``."""
+    out = []
+    for item in (s for s in text.split(",") if s):
+        dtype, _, size = item.partition(":")
+        if dtype not in ("fp16", "bf16", "int8") or not size:
+            raise ValueError(f"--train-points: {item!r} is not DTYPE:SIZE with DTYPE fp16, bf16 "
+                             f"or int8 (such as int8:16MiB)")
+        out.append((dtype, parse_size(size)))
+    return out
 
 
 def _root(args, op):
@@ -164,7 +201,8 @@ def run_point(run, seeds, commit):
     eff = efficiency(cfg, cycles)
     row = {"part": part, "op": cfg.op, "in_place": int(cfg.in_place), "root": cfg.root,
            "dtype": run["dtype"], "size": run["size"], "endpoints": run["endpoints"],
-           "capacity": run["capacity"], "waves": run["outstanding"], "seed": seeds,
+           "capacity": run["capacity"], "waves": run["outstanding"], "trains": cfg.trains,
+           "seed": seeds,
            "cycles": cycles, "us": round(cycles / CLOCK_MHZ, 3),
            "bound_cycles": cfg.bound_bytes / flit_bytes(cfg),
            "efficiency": None if eff is None else round(eff, 4),
@@ -194,7 +232,8 @@ def run_all(runs, seeds, log=print, where=None):
         run = point[0]
         rows[k] = row
         part, cycles, eff = run["part"], row["cycles"], row["efficiency"]
-        what = "" if part != "op" else f" {case_name(row)}"
+        what = (f" {case_name(row)}" if part == "op"
+                else f" trains of {row['trains']}" if part == "trains" else "")
         progress.log(log, f"[{k + 1}/{len(runs)}] {part:9s}{what} {run['dtype']} "
                      f"{run['size']:>9d} B, {run['endpoints']} endpoints, {run['outstanding']} "
                      f"waves / {run['capacity'] // 1024} KiB: {cycles:.0f} cycles, efficiency "
@@ -309,7 +348,7 @@ def section(rows, plots, args, elapsed, link, out_rel):
              "| part | dtype | size | endpoints | table | waves | cycles | us | efficiency | "
              "NVLS model (cycles) | ring model (cycles) | stall_slot | stall_data |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in (r for r in rows if r["part"] != "op"):
+    for r in (r for r in rows if r["part"] not in ("op", "trains")):
         lines.append(
             f"| {r['part']} | {r['dtype']} | {r['size']} | {r['endpoints']} | {r['capacity'] // 1024} KiB "
             f"| {r['waves']} | {r['cycles']:.0f} | {r['us']:.2f} | {r['efficiency']:.3f} | "
@@ -318,6 +357,7 @@ def section(rows, plots, args, elapsed, link, out_rel):
             f"{r.get('c_stall_data', '')} |")
     lines.append("")
     lines += op_table(rows)
+    lines += train_table(rows, link)
     lines += [f"![{p}]({out_rel}/{p})" for p in plots]
     return "\n".join(lines)
 
@@ -340,6 +380,47 @@ def op_table(rows):
                      f"{r['bound_cycles']:.0f} | {'-' if eff in (None, '') else format(eff, '.3f')} | "
                      f"{r.get('c_stall_slot', '')} | {r.get('c_stall_data', '')} | {r['commit']} |")
     return lines + [""]
+
+
+def train_table(rows, link):
+    """The trains sweep's rows (``--parts trains``): each point's cycles per slot, the protocol's
+    limits and the fixed cycles, so the table says where the cycles go."""
+    rows = [r for r in rows if r["part"] == "trains"]
+    if not rows:
+        return []
+    payload, limit = link_limit(link)
+    lines = ["### Wave-level requests (`--parts trains`)", "",
+             "4 endpoints, All-Reduce. `trains` is `--trains`: slots per `READ_WAVE` and per "
+             "acknowledged write (1: the paper's per-slot protocol). Efficiency = 16-bit size / "
+             f"(cycles x {link.flit_bytes} B) (INT8: its 16-bit form, so up to twice fp16's); the "
+             f"payload format's limit is {payload}/{payload + 1} = {limit:.4f} (INT8: "
+             f"2 x {payload}/{payload + 6} = {2 * payload / (payload + 6):.4f}: a slot's scales "
+             "are a 5-flit packet). `model` is what the busiest link carries per 4 KiB slot "
+             "(:func:`slot_link_cycles`), `fixed` = cycles - slots x model: the same few hundred "
+             "cycles everywhere when the model accounts for every cycle.", "",
+             "| table | waves | trains | dtype | size | cycles | efficiency | slots | model "
+             "| fixed | stall_slot | commit |",
+             "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        trains = int(r.get("trains") or 1)
+        model = slot_link_cycles(r["dtype"], trains)
+        slots = r.get("c_slots")
+        fixed = "" if slots in (None, "") else f"{r['cycles'] - int(slots) * model:.0f}"
+        lines.append(f"| {r['capacity'] // 1024} KiB | {r['waves']} | {trains} | "
+                     f"{r['dtype']} | {r['size']} | {r['cycles']:.0f} | {r['efficiency']:.4f} | "
+                     f"{slots} | {model:g} | {fixed} | {r.get('c_stall_slot', '')} | "
+                     f"{r['commit']} |")
+    return lines + [""]
+
+
+def slot_link_cycles(dtype, trains):
+    """Cycles a 4 KiB slot costs the link into an endpoint (256-bit flits): its result WRITE
+    (1 + 128 flits) and, INT8, its scale WRITE (1 + 4), plus the slot's READ (and INT8 scale
+    READ), one flit each per slot without trains, one per train of ``trains`` slots with them
+    (where the link out of it carries as much or less: the READ_RESPs and one WRITE_RESP)."""
+    reads = 2 if dtype == "int8" else 1
+    writes = 129 + (5 if dtype == "int8" else 0)
+    return writes + (reads if trains == 1 else reads / trains)
 
 
 def hop_runs(args):
@@ -424,6 +505,13 @@ def add_arguments(p):
                         "(slow: about 2 minutes a case) and writes the op-hops section "
                         "(default: %(default)s)")
     p.add_argument("--no-hops", action="store_true", help="the op sweep without the hop traces")
+    p.add_argument("--train-configs", default=",".join(TRAIN_CONFIGS),
+                   help="the trains sweep's hardware, each CAPACITY/WAVES/TRAINS: wave table per "
+                        "participant, outstanding waves, slots per READ_WAVE and per acknowledged "
+                        "write (default: %(default)s)")
+    p.add_argument("--train-points", default=",".join(TRAIN_POINTS),
+                   help="the trains sweep's points, each DTYPE:SIZE (default: %(default)s; "
+                        "16 MiB takes a few minutes a run)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per point (default: %(default)s)")
     p.add_argument("--out", default=str(REPO_ROOT / "docs" / "bench"),
                    help="directory for bench.csv and the plots (default: docs/bench)")
