@@ -94,11 +94,11 @@ TRIAGE = {
         "flits, but while a packet is in progress the granted input is its owner, which `last` "
         "already holds from the packet's first flit (the formal invariant `pointer_is_owner` "
         "proves it), so the write changes nothing",
-    "hdl/isa/wave_table.py:172:19:compare":
+    "hdl/isa/wave_table.py:174:19:compare":
         "equivalent: dead code for every legal configuration; `tag.slot < slots` is built only when "
         "`slots` does not fill `slot_bits`, but `capacity` and `max_payload` are both powers of "
         "two (IsaParams checks it), so `slots` always does and the check is the constant 1",
-    "hdl/isa/wave_table.py:172:40:compare":
+    "hdl/isa/wave_table.py:174:40:compare":
         "equivalent: the inverted choice builds `tag.slot < slots` where the constant 1 was, and "
         "since `slots` always fills `slot_bits` (see the entry above) every `tag.slot` is below it",
     "hdl/isa/instruction_buffer.py:127:20:drop_condition/1":
@@ -119,7 +119,7 @@ TRIAGE = {
     "hdl/isa/writeback.py:275:42:drop_condition/1":
         "a gap (INT8 scale flits pushed into a full output and lost), now killed by "
         "`test_write_back_holds_int8_scales_until_the_output_has_room`",
-    "hdl/isa/read_issuer.py:133:63:off_by_one":
+    "hdl/isa/read_issuer.py:139:63:off_by_one":
         "a gap (`stall_slot` counted by two), now killed by "
         "`test_read_issuer_counts_each_cycle_without_a_free_slot_once`",
 }

@@ -32,7 +32,7 @@ from scin.hdl.isa import IsaParams, Op, FlagMode, FlagStatus, flag_layout
 from scin.hdl.isa import DType
 from scin.hdl.isa import Isa
 from scin.hdl.isa import ReadKind, read_tag
-from scin.hdl.packet import FabricParams, MsgClass, Status
+from scin.hdl.packet import FabricParams, MsgClass, Opcode, Status
 from scin.sim import numerics
 from scin.sim.runner import verilog_for, run_cocotb
 from scin.sim.testbench.backdoor import MemoryBackdoor
@@ -305,8 +305,46 @@ async def small_faults(dut):
     assert c["unknown_wresps"] == 2, c    # 1 duplicate + 1 unknown
 
 
+@cocotb.test()
+async def train_faults(dut):
+    """Read and write trains (isa_params: 2 slots):
+
+    * a posted result write (slot 0's WRITE_POSTED) fails at port 1, and the collective is
+      aborted by the watchdog (slot 1's read from port 1 never comes) before any acknowledged
+      result write could report it: ``TIMEOUT``. The abort's flags, always acknowledged WRITEs,
+      carry and clear the sticky error at port 1: the next collective, whose acknowledged
+      writes go to the same port, is bit-exact with clean flags;
+    * the first INT8 scale READ_WAVE port 2 gets (two slots' scales; 8 slots through the table
+      of 4, so trains form whatever the random pauses) refused with one header-only SLVERR, as a
+      bridge refuses a request: both slots end, ``ERROR`` in every flag (not a wait for the
+      second slot's scales, which would end with ``TIMEOUT``); the next collective is
+      bit-exact."""
+    # A READ_WAVE's piece (the model marks them with `train`) in the scale buffer.
+    scale_train = lambda h: "train" in h and SSRC <= h["addr"] < SDST
+    steps = [
+        dict(want="timeout", dtype="fp16", elements=2 * 2048, flag_mode="ACKED",
+             faults=lambda eps: (eps[1].on_write(at(DST), status=Status.SLVERR),
+                                 eps[1].on_read(at(SRC + SLOT), hold=True))),
+        dict(want="ok", dtype="fp16", elements=2 * 2048, flag_mode="ACKED",
+             faults=_late(1, SRC + SLOT, "read")),
+        dict(want="error", dtype="int8", elements=8 * 4096, flag_mode="ACKED",
+             faults=lambda eps: eps[2].on_read(scale_train, status=Status.SLVERR,
+                                               payload=False)),
+        dict(want="ok", dtype="int8", elements=8 * 4096, flag_mode="ORDERED"),
+    ]
+    eps = await run_steps(dut, steps)
+    failed = [w for w in eps[1].writes_seen if w["addr"] == DST]
+    assert failed and failed[0]["opcode"] == Opcode.WRITE_POSTED.value, failed[:1]
+    refused = [r for r in eps[2].reads_seen if scale_train(r)]
+    assert refused and refused[0]["length"] == 2 * 128, refused[:1]    # a train of 2 slots
+    c = counters(dut)
+    assert c["collectives"] == len(steps) and c["timeouts"] == 1, c
+    assert c["unknown_tags"] == 1, c       # the held read, released late
+
+
 #: The ISA scenarios, and the simulators each runs on (the module docstring says why).
-ISA_TESTS = ["axi_error_flags", "watchdog", "duplicates_and_unknown_tags", "small_faults"]
+ISA_TESTS = ["axi_error_flags", "watchdog", "duplicates_and_unknown_tags", "small_faults",
+             "train_faults"]
 
 
 @pytest.mark.parametrize("sim, testcase", sim_params(ISA_TESTS, {"small_faults"}))

@@ -113,12 +113,16 @@ async def allreduce_matches_golden_model(dut):
     else:
         # Trains (isa_params: 2 slots): a message of three or more full slots from page-aligned
         # buffers is read with READ_WAVEs (a second piece has train index 1; the first slot's
-        # READ goes out alone) and one of two or more slots written with WRITE_POSTEDs.
+        # READ goes out alone; INT8 scales follow in one piece per train) and one of two or more
+        # slots written with WRITE_POSTEDs.
         nbytes = cfg["elements"] * (1 if cfg["dtype"] == "int8" else 2)
         int8 = cfg["dtype"] == "int8"
         trains = any(r.get("train") for ep in eps for r in ep.reads_seen)
         posted = any(w["opcode"] == Opcode.WRITE_POSTED.value for ep in eps for w in ep.writes_seen)
-        assert trains == (not int8 and nbytes >= 3 * 4096), (nbytes, trains)
+        assert trains == (nbytes >= 3 * 4096), (nbytes, trains)
+        scale_trains = any("train" in r and SSRC <= r["addr"] < SDST  # a READ_WAVE's piece
+                           for ep in eps for r in ep.reads_seen)
+        assert scale_trains == (int8 and trains), (nbytes, scale_trains)
         assert posted == (int8 or nbytes > 4096), (nbytes, posted)
 
 
@@ -129,6 +133,7 @@ CASES = {
     "fp16_odd":     dict(dtype="fp16", elements=37, flag_mode="ORDERED"),
     "bf16_4KB":     dict(dtype="bf16", elements=2048),
     "int8_8KB":     dict(dtype="int8", elements=8192),
+    "int8_16KB":    dict(dtype="int8", elements=16384),
     "int8_64":      dict(dtype="int8", elements=64),
     "fp16_subset":  dict(dtype="fp16", elements=3000, mask=0b1011),
     "fp16_replay":  dict(dtype="fp16", elements=4096, replays=3),

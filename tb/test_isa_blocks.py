@@ -369,14 +369,22 @@ ISSUER_MESSAGES = [
 ]
 
 
-def _read_pieces(f, hdr):
-    """A request header as the READs it stands for: itself, or a READ_WAVE's train (cut at every
-    ``max_payload`` boundary of the address, tag ``+ j``), with the train's size (1 for a READ)."""
+def _read_pieces(p, hdr):
+    """A request header as the per-slot READs it stands for: itself, or a READ_WAVE's slots, with
+    the train's size (1 for a READ). Data: the train's pieces (cut at every ``max_payload``
+    boundary of the address, tag ``+ j``), whole slots. Scales: one piece (a train's scales stay
+    within a page), which the wave table spreads over the slots from the tag's, ``+ j``."""
+    f = p.fabric
     if hdr["opcode"] == Opcode.READ.value:
         return [hdr], 1
     assert hdr["opcode"] == Opcode.READ_WAVE.value, hdr
     cut = train_pieces(f, hdr["addr"], hdr["length"])
-    assert all(n == f.max_payload for _, n in cut), hdr       # whole slots only
+    if unpack(read_tag_layout(p), hdr["tag"])["kind"] == ReadKind.SCALE.value:
+        assert len(cut) == 1, hdr
+        n = p.scale_bytes_per_slot
+        cut = [(hdr["addr"] + j * n, n) for j in range(cut[0][1] // n)]
+    else:
+        assert all(n == f.max_payload for _, n in cut), hdr       # whole slots only
     return [dict(hdr, opcode=Opcode.READ.value, length=n, addr=a, tag=hdr["tag"] + j)
             for j, (a, n) in enumerate(cut)], len(cut)
 
@@ -452,17 +460,32 @@ def test_read_issuer_walks_each_operation_segment_by_segment(mode, train):
                             tag=read_tag(p, slot, ReadKind.SCALE, seq)))
                 issue += 1
         assert [unpack(job_layout(p), j) for j in jobs.got] == expect_jobs
-        trains = []
+        trains, scale_trains = [], False
+        kind = lambda r: unpack(read_tag_layout(p), r["tag"])["kind"]
         for i in range(f.ports):
             got = _packets(f, reqs[i].got)
             assert all(not body for _, body in got)       # requests are single flits
-            pieces = [_read_pieces(f, h) for h, _ in got]
+            pieces = [_read_pieces(p, h) for h, _ in got]
             trains += [n for _, n in pieces]
-            assert [r for rs, _ in pieces for r in rs] == expect_reqs[i], f"port {i}"
+            # Each data request is followed by its slots' scale request (INT8), so the data and
+            # scale READs are each in segment order, and a scale READ never precedes its data.
+            flat = [r for rs, _ in pieces for r in rs]
+            for k in ReadKind:
+                assert ([r for r in flat if kind(r) == k.value]
+                        == [r for r in expect_reqs[i] if kind(r) == k.value]), f"port {i} {k}"
+            heads = [h for h, _ in got]
+            scale_trains |= any(kind(h) == ReadKind.SCALE.value
+                                and h["opcode"] == Opcode.READ_WAVE.value for h in heads)
+            for a, b in zip(heads, heads[1:]):
+                if kind(b) == ReadKind.SCALE.value:
+                    assert kind(a) == ReadKind.DATA.value and b["tag"] == a["tag"] ^ (
+                        read_tag(p, 0, ReadKind.SCALE, 0) ^ read_tag(p, 0, ReadKind.DATA, 0)), (a, b)
+                    assert b["length"] == a["length"] // 32 and b["opcode"] == a["opcode"], (a, b)
         assert ctx.get(dut.counters.slots) == issue == len(arms)
         assert max(trains) <= train
-        if mode == "eager":         # no stall: every run of full pages forms trains
+        if mode == "eager":         # no stall: every run of full pages forms trains, INT8 too
             assert (max(trains) > 1) == (train > 1)
+            assert scale_trains == (train > 1)
 
     _run(dut, bench)
 

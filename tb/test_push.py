@@ -190,6 +190,89 @@ async def pushed_reduce_scatter(dut):
     assert c_["slots"] == 0 and c_["bad_pushes"] == 0 and c_["unknown_tags"] == 0, c_
 
 
+@cocotb.test()
+async def pushed_gather_and_broadcast(dut):
+    """Pushed AllGather and Broadcast (config ``op``, ``in_place``): each AllGather rank pushes its
+    shard (in place: its slice of the result buffer) from the start of its push space and the
+    ISA copies shard r from rank r's push slots in phase r; a Broadcast's root alone pushes, the
+    others neither push nor arrive. Bit for bit (in place: every rank's whole buffer, its own
+    shard kept and never written back), twice (the space reused), no READ at all."""
+    cfg = tb_config()
+    params, ports, rng, eps, loader = await start_isa(dut)
+    dtype, c, op, root = cfg["dtype"], cfg["elements"], Op[cfg["op"]], cfg.get("root", 0)
+    in_place = cfg.get("in_place", False)
+    dst = SRC if in_place else DST
+    sdst = SSRC if in_place else SDST
+    desc = dict(op=op, dtype=DType[dtype.upper()], flag_mode=FlagMode.ORDERED, sync=0, root=root,
+                participants=0b1111, elements=c, src_addr=SRC, dst_addr=dst,
+                src_scale_addr=SSRC, dst_scale_addr=sdst, flag_addr=FLAG, mode=PushMode.PUSH)
+    load_program(loader, params, [desc])
+    await loader.wait_idle()
+    esize = 1 if dtype == "int8" else 2
+    n = c * esize                                   # bytes a rank pushes
+    for generation in (1, 2):
+        data, scales = make_inputs(rng, dtype, ports, c)
+        raw = [data[r].tobytes() for r in range(ports)]
+        sraw = [b"" if scales is None else scales[r].tobytes() for r in range(ports)]
+        gathered = op == Op.ALLGATHER
+        whole = n * ports if gathered else n
+        for r, ep in enumerate(eps):
+            at = r * n if gathered and in_place else 0    # where the rank's input lies
+            ep.mem[dst:dst + whole] = bytes(whole)
+            ep.mem[SRC + at:SRC + at + n] = raw[r]
+            if scales is not None:
+                ep.mem[sdst:sdst + whole // 32] = bytes(whole // 32)
+                ep.mem[SSRC + at // 32:SSRC + (at + n) // 32] = sraw[r]
+            if gathered or r == root:
+                ep.push(params, 0, raw[r], sraw[r])
+        for cycle in range(20_000):
+            if all(ep.flag(FLAG) & 0xFFFF == generation for ep in eps):
+                break
+            await RisingEdge(dut.clk)
+        else:
+            raise AssertionError(f"flags {[hex(ep.flag(FLAG)) for ep in eps]}; {counters(dut)}")
+        golden = (numerics.allgather(dtype, data, scales) if gathered
+                  else numerics.broadcast(dtype, data, scales, root=root))
+        for r, ep in enumerate(eps):
+            assert bytes(ep.mem[dst:dst + whole]) == golden.out_bytes, f"rank {r}: data differs"
+            if golden.scale_bytes is not None:
+                ws = golden.scale_bytes
+                assert bytes(ep.mem[sdst:sdst + len(ws)]) == ws, f"rank {r}: scales differ"
+            assert ep.flag_fields(FLAG)["status"] & ~DATA_FLAGS == 0, ep.flag_fields(FLAG)
+        dut._log.info("generation %d: %d cycles after the pushes", generation, cycle)
+    c_ = counters(dut)
+    assert c_["slots"] == 0 and c_["bad_pushes"] == 0 and c_["unknown_tags"] == 0, c_
+    assert not any(ep.reads_seen for ep in eps), "a pushed collective read"
+
+
+#: AllGather and Broadcast cases: in place with shards that do not fill a slot (fp16 1056 B:
+#: rank r's shard starts inside a page of the buffer, yet at 0 in its push space), out of place,
+#: INT8 in place with its scales, and a Broadcast from rank 2, in place and not.
+GB_CASES = {
+    "allgather_fp16_1056B_in_place": dict(op="ALLGATHER", dtype="fp16", elements=528,
+                                          in_place=True),
+    "allgather_bf16_2KiB":  dict(op="ALLGATHER", dtype="bf16", elements=1024),
+    "allgather_int8_1KiB_in_place": dict(op="ALLGATHER", dtype="int8", elements=1024,
+                                         in_place=True),
+    "broadcast_fp16_6KiB": dict(op="BROADCAST", dtype="fp16", elements=3072, root=2),
+    "broadcast_int8_4KiB_in_place": dict(op="BROADCAST", dtype="int8", elements=4096, root=1,
+                                         in_place=True),
+}
+GB_ICARUS = {"allgather_fp16_1056B_in_place": dict(elements=48),
+             "broadcast_fp16_6KiB": dict(elements=64)}
+
+
+@pytest.mark.parametrize("sim, case", [("verilator", k) for k in GB_CASES]
+                         + [("icarus", k) for k in GB_ICARUS])
+def test_pushed_gather_and_broadcast(sim, case):
+    params = isa_params({})
+    cfg = dict(GB_CASES[case], stalls=sim == "verilator",
+               **GB_ICARUS.get(case, {}) if sim == "icarus" else {})
+    path = verilog_for(lambda: Isa(params), "isa", repr(params))
+    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
+               config=cfg, testcase="pushed_gather_and_broadcast")
+
+
 #: ReduceScatter cases: per-rank counts whose shards start inside a slot (fp16: 1056 B x 4),
 #: the whole push space (bf16: 2 KiB x 4 = 8 KiB), INT8 with its scales.
 RS_CASES = {

@@ -35,9 +35,9 @@ class PushTableHarness(wiring.Component):
     The environment sends anything on every port's ``rdata`` stream (any opcode, address, tag and
     length, any number of flits whatever the header says, any cycle), drives the controller's
     ``push`` side freely (any ``sync`` naming a push resource, any ``mask``, ``rearm`` in any
-    cycle), raises ``flush`` and ``clear_error`` freely (but not ``flush`` in the cycle of a
-    ``WRITE`` header: ``no_flush_at_push_header``, the block's abort then drops the rest of the
-    push, docs/VERIFICATION.md) and reads any existing slot through ``rd``. It never arms the
+    cycle), raises ``flush`` and ``clear_error`` freely (in the cycle of a push header too: the
+    proof found that case dropping the push, docs/VERIFICATION.md) and reads any existing slot
+    through ``rd``. It never arms the
     pull slot (pull mode is the ``wave_table`` harness's subject): every packet that is not a
     ``WRITE`` is then a response nothing expects, dropped whole, and shares the port's framing
     with the pushes.
@@ -226,11 +226,6 @@ class PushTableHarness(wiring.Component):
             dropped = Signal(name=f"spec_dropped{i}")
             m.d.comb += [hit.eq(head & is_write & place_ok & expected),
                          dropped.eq(head & is_write & ~hit)]
-            # What the flow found (docs/VERIFICATION.md): the block's abort clears a port's
-            # `keep` when the *previous* packet's slot register names a pull slot, so a flush in
-            # the cycle of a push header drops the rest of that push. Left out here until the
-            # block is fixed (the test should be the header's slot, as the arming's is).
-            p.assume(m, "no_flush_at_push_header", ~(self.flush & head & is_write))
             dropped_heads.append(dropped)
             other_heads.append(head & ~is_write)
             taken.append(hit | (rx.valid & in_body & keep & ~self.flush))

@@ -59,9 +59,10 @@ SHARDED_OPS = (Op.REDUCE_SCATTER, Op.ALLGATHER)
 IN_PLACE_OPS = (Op.REDUCE_SCATTER, Op.ALLGATHER, Op.BROADCAST)
 #: Ops with a root (the ``root`` field is a rank of the participant set).
 ROOTED_OPS = (Op.BROADCAST, Op.REDUCE)
-#: Ops a descriptor may run in push mode (:class:`PushMode`): those that read every participant's
-#: whole input (ReduceScatter's N shards in N phases), so each participant pushes its input once.
-PUSH_OPS = (Op.ALLREDUCE, Op.REDUCE, Op.REDUCE_SCATTER)
+#: Ops a descriptor may run in push mode (:class:`PushMode`): every op that moves data. Each
+#: participant pushes what the ISA would read of it, once: its input (ReduceScatter: its N shards,
+#: read in N phases; AllGather: its shard, read in its phase); a Broadcast's root alone pushes.
+PUSH_OPS = (Op.ALLREDUCE, Op.REDUCE, Op.REDUCE_SCATTER, Op.ALLGATHER, Op.BROADCAST)
 
 
 class FlagMode(enum.Enum, shape=1):
@@ -388,7 +389,8 @@ def check_descriptor(desc, params):
 
 def push_input_bytes(desc):
     """Bytes each participant pushes for the descriptor ``desc`` (a dict of integers): its whole
-    input, ``C`` bytes (ReduceScatter: its ``N`` shards, ``N x C``)."""
+    input, ``C`` bytes (ReduceScatter: its ``N`` shards, ``N x C``; AllGather: its shard, ``C``;
+    Broadcast: the root's ``C``, and the others push nothing)."""
     nbytes = desc.get("elements", 0) * (1 if desc.get("dtype", 0) == DType.INT8.value else 2)
     if desc.get("op", 0) == Op.REDUCE_SCATTER.value:
         nbytes *= bin(desc.get("participants", 0)).count("1")

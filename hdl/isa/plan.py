@@ -60,8 +60,10 @@ class OpPlan(NamedTuple):
     copy:      bool
 
 
-def op_plan(op, in_place):
-    """The :class:`OpPlan` of a data-moving ``op`` (not BARRIER), in place or not."""
+def op_plan(op, in_place, pushed=False):
+    """The :class:`OpPlan` of a data-moving ``op`` (not BARRIER), in place or not. ``pushed``
+    (push mode): an AllGather's source base is 0 even in place, as each rank pushes its shard
+    from the start of its push space (docs/ISA.md, Push mode)."""
     op = Op(op)
     if op == Op.ALLREDUCE:
         return OpPlan(False, False, False, False, False, False, False)
@@ -72,7 +74,7 @@ def op_plan(op, in_place):
     if op == Op.REDUCE_SCATTER:
         return OpPlan(True, False, True, False, True, in_place, False)
     if op == Op.ALLGATHER:
-        return OpPlan(True, True, False, in_place, in_place, True, True)
+        return OpPlan(True, True, False, in_place, in_place and not pushed, True, True)
     raise ValueError(f"op {op.name} moves no data")
 
 
@@ -102,10 +104,11 @@ def _chunk(left, src, dst, page, scale_page):
     return n
 
 
-def segments(op, mask, nbytes, *, fabric, int8=False, root=0, in_place=False):
+def segments(op, mask, nbytes, *, fabric, int8=False, root=0, in_place=False, pushed=False):
     """The segments the read issuer walks for ``op`` over the participants ``mask``, ``nbytes``
-    per rank, in order (the twin of :class:`~.read_issuer.ReadIssuer`)."""
-    plan = op_plan(op, in_place)
+    per rank, in order (the twin of :class:`~.read_issuer.ReadIssuer`); ``pushed``: in push
+    mode, where a segment's source offset is its place in the push space."""
+    plan = op_plan(op, in_place, pushed)
     order = ranks(mask)
     sels = order if plan.phased else [order[root]]
     page = fabric.max_payload

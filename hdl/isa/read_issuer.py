@@ -88,12 +88,16 @@ class ReadIssuer(wiring.Component):
 
         # Push mode: the inputs are already in the resource's push slots; no slot, no read.
         pushed = msg.push if p.push_slots else Const(0, 1)
-        slot = Signal(p.slot_bits)     # the slot of the pending scale read
         issue = Signal(p.read_seq_bits)  # issue number of the next slot armed (never reset)
-        slot_issue = Signal(p.read_seq_bits)  # ... and of the pending scale read's slot
-        scale_len = Signal(range(p.scale_bytes_per_slot + 1))
-        scale_off = Signal(p.offset_bits)
+        # Without read trains, the slot just armed (its scale READ follows in SCALE): its slot,
+        # issue number, scale bytes and scale offset.
+        one = SimpleNamespace(slot=Signal(p.slot_bits), seq=Signal(p.read_seq_bits),
+                              len=Signal(range(p.scale_bytes_per_slot + 1)),
+                              off=Signal(p.offset_bits))
         tr = self._train_regs() if p.read_train > 1 else None   # the pending read train
+        # Read trains: the scale READ of the data request just queued (INT8), queued next.
+        sc = SimpleNamespace(pend=Signal(name="scale_pend"), hdr=Signal.like(hdr, name="scale_hdr"),
+                             to=Signal.like(to, name="scale_to"))
 
         with m.FSM():
             with m.State("IDLE"):
@@ -105,13 +109,15 @@ class ReadIssuer(wiring.Component):
             with m.State("SLOT"):
                 m.d.comb += busy.eq(1)
                 can = self.alloc.valid & self.job.ready & ~flush & ~pushed
+                if p.read_train > 1:
+                    can &= ~sc.pend        # its request queues are taken this cycle
                 # One READ per slot, sent as the slot is armed; or (read trains) the train's.
                 seq, go, merge = issue, can & room, Const(0, 1)
                 new = SimpleNamespace(addr=msg.src_addr + w.src_off, slot=self.alloc.payload,
                                       seq=issue, count=1, bytes=w.chunk, to=w.rmask)
                 if p.read_train > 1:
-                    seq, go, merge = self._train_slot(m, tr, hdr, push, to, room, can, new, w,
-                                                      int8)
+                    seq, go, merge = self._train_slot(m, tr, hdr, push, to, room & ~sc.pend,
+                                                      can, new, w, int8)
                 else:
                     m.d.comb += [push.eq(go), to.eq(w.rmask)]
                     self._header(m, hdr, new)
@@ -135,50 +141,61 @@ class ReadIssuer(wiring.Component):
                     m.d.sync += c.stall_req.eq(c.stall_req + 1)
                 with m.If(go):
                     m.d.comb += w.step.eq(1)
-                    m.d.sync += [slot.eq(self.alloc.payload), slot_issue.eq(issue),
-                                 scale_off.eq(w.src_off // SCALE_DIVISOR),
-                                 scale_len.eq(w.chunk // SCALE_DIVISOR)]
                     with m.If(~merge):
                         m.d.sync += issue.eq(issue + 1)
-                    with m.If(int8):
-                        m.next = "SCALE"
-                    with m.Elif(w.last):
-                        m.next = "DRAIN" if p.read_train > 1 else "IDLE"
+                    if p.read_train > 1:
+                        with m.If(w.last):
+                            m.next = "DRAIN"
+                    else:
+                        m.d.sync += [one.slot.eq(self.alloc.payload), one.seq.eq(issue),
+                                     one.off.eq(w.src_off // SCALE_DIVISOR),
+                                     one.len.eq(w.chunk // SCALE_DIVISOR)]
+                        with m.If(int8):
+                            m.next = "SCALE"
+                        with m.Elif(w.last):
+                            m.next = "IDLE"
                 if p.push_slots:
                     with m.If(pushed):
                         self._push_jobs(m, w)
                 with m.If(flush):
                     m.next = "IDLE"
-            with m.State("SCALE"):
-                # The scales of the segment just armed: 2 bytes per 64-element block.
-                m.d.comb += [
-                    busy.eq(1),
-                    push.eq(room & ~flush), to.eq(w.prev_rmask),
-                    hdr.addr.eq(msg.src_scale_addr + scale_off),
-                    hdr.length.eq(scale_len),
-                    hdr.tag.kind.eq(ReadKind.SCALE), hdr.tag.slot.eq(slot),
-                    hdr.tag.seq.eq(slot_issue),
-                ]
-                with m.If(~room):
-                    m.d.sync += c.stall_req.eq(c.stall_req + 1)
-                with m.Else():
-                    with m.If(w.done):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "SLOT"
-                with m.If(flush):
-                    m.next = "IDLE"
-
-            if p.read_train > 1:
+            if p.read_train == 1:
+                with m.State("SCALE"):
+                    m.d.comb += busy.eq(1)
+                    self._scale_state(m, one, hdr, push, to, room, w)
+            else:
                 with m.State("DRAIN"):
                     # The message's last train, if it is still pending, then done.
                     m.d.comb += busy.eq(1)
-                    self._train_drain(m, tr, hdr, push, to, room)
+                    self._train_drain(m, tr, sc, hdr, push, to, room, int8)
 
+        if p.read_train > 1:
+            self._scale_follow(m, sc, hdr, push, to, room, int8)   # after: it overrides
         # The ISA's `slots` counter: every slot armed.
         with m.If(self.arm.valid):
             m.d.sync += c.slots.eq(c.slots + 1)
         return m
+
+    def _scale_state(self, m, one, hdr, push, to, room, w):
+        """SCALE (without read trains): the READ of the block scales of the segment just armed
+        (``one``: its slot, issue number, scale offset and bytes; 2 bytes per 64 elements)."""
+        msg, flush, c = self.run.msg, self.run.flush, self.counters
+        m.d.comb += [
+            push.eq(room & ~flush), to.eq(w.prev_rmask),
+            hdr.addr.eq(msg.src_scale_addr + one.off),
+            hdr.length.eq(one.len),
+            hdr.tag.kind.eq(ReadKind.SCALE), hdr.tag.slot.eq(one.slot),
+            hdr.tag.seq.eq(one.seq),
+        ]
+        with m.If(~room):
+            m.d.sync += c.stall_req.eq(c.stall_req + 1)
+        with m.Else():
+            with m.If(w.done):
+                m.next = "IDLE"
+            with m.Else():
+                m.next = "SLOT"
+        with m.If(flush):
+            m.next = "IDLE"
 
     def _header(self, m, hdr, r, count=None):
         """Drive the request header ``hdr`` from ``r`` (addr, slot, seq, count, bytes): a READ of
@@ -223,12 +240,16 @@ class ReadIssuer(wiring.Component):
         p = self._params
         page = p.fabric.max_payload
         lg = exact_log2(page)
-        full = ~int8 & (w.chunk == page)
+        full = w.chunk == page
         nxt = Signal(p.slot_bits)
         m.d.comb += nxt.eq(tr.slot + tr.count)
+        # INT8: the train's scales (read after it, :meth:`_scale_follow`) must not cross a page,
+        # or the scale train would come back in pieces whose tags name the wrong slots.
+        scale_addr = self.run.msg.src_scale_addr + (w.src_off >> exact_log2(SCALE_DIVISOR))
+        scale_page = int8 & (scale_addr[:lg] == 0)
         # Joins: same ports, the next source page, the next slot (a train never wraps round).
         merge = (tr.pend & tr.open & full & (w.rmask == tr.to) & (new.addr == tr.end)
-                 & (new.slot == nxt) & (nxt != 0) & can)
+                 & (new.slot == nxt) & (nxt != 0) & ~scale_page & can)
         closing = w.last | (tr.count + 1 == p.read_train)
         # May start a train: held. Not a message's first segment, whose READ goes out at once
         # (holding it would delay the first data by the train; the link has room then).
@@ -268,13 +289,46 @@ class ReadIssuer(wiring.Component):
                      tr.end.eq(new.addr + page), tr.slot.eq(new.slot), tr.seq.eq(new.seq),
                      tr.count.eq(1), tr.bytes.eq(new.bytes), tr.to.eq(new.to)]
 
-    def _train_drain(self, m, tr, hdr, push, to, room):
-        """DRAIN: send the pending train, if any, then go idle (an abort drops it)."""
-        m.d.comb += [to.eq(tr.to), push.eq(tr.pend & room & ~self.run.flush)]
-        self._header(m, hdr, tr)
-        with m.If(~tr.pend | room | self.run.flush):
+    def _train_drain(self, m, tr, sc, hdr, push, to, room, int8):
+        """DRAIN: send the pending train, if any, and (INT8) its scale READ, then go idle (an
+        abort drops them)."""
+        flush = self.run.flush
+        with m.If(~sc.pend):
+            m.d.comb += [to.eq(tr.to), push.eq(tr.pend & room & ~flush)]
+            self._header(m, hdr, tr)
+            with m.If(tr.pend & room):
+                m.d.sync += tr.pend.eq(0)
+            with m.If(~tr.pend | (room & ~int8)):
+                m.next = "IDLE"
+        with m.If(flush):
             m.d.sync += tr.pend.eq(0)
             m.next = "IDLE"
+
+    def _scale_follow(self, m, sc, hdr, push, to, room, int8):
+        """Read trains, INT8: every data request queued (a READ, or a READ_WAVE of ``n`` slots)
+        is followed, in the next cycle the queues have room, by the READ of its segments' block
+        scales (``sc``: ``pend``, ``hdr``, ``to``): ``length / 32`` of it (bytes of a READ, flits
+        of a READ_WAVE, whose ``n`` slots' scales are ``n * scale_flits_per_slot`` flits: one
+        piece, as a train's scales never cross a page, :meth:`_train_slot`), at
+        ``src_scale_addr + src_off / 32``, tag kind ``SCALE``. While it is pending it overrides
+        every other request (the caller takes no slot then)."""
+        f = self._params.fabric
+        msg, flush = self.run.msg, self.run.flush
+        ls = exact_log2(SCALE_DIVISOR)
+        with m.If(sc.pend):
+            m.d.comb += [push.eq(room & ~flush), to.eq(sc.to), hdr.eq(sc.hdr)]
+        # (Apart from the override above: `to` must not depend on `push`, which depends on it.)
+        with m.If(sc.pend):
+            with m.If(room):
+                m.d.sync += sc.pend.eq(0)
+        with m.Elif(push & int8):
+            m.d.sync += [sc.pend.eq(1), sc.to.eq(to), sc.hdr.eq(hdr),
+                         sc.hdr.addr.eq(msg.src_scale_addr
+                                        + ((hdr.addr - msg.src_addr)[:f.addr_width] >> ls)),
+                         sc.hdr.length.eq(hdr.length >> ls),
+                         sc.hdr.tag.kind.eq(ReadKind.SCALE)]
+        with m.If(flush):
+            m.d.sync += sc.pend.eq(0)
 
     def _push_jobs(self, m, w):
         """Push mode, in SLOT: hand the feeder one job a segment, in the push slot its source

@@ -302,9 +302,15 @@ class WaveController(wiring.Component):
         # DatapathStatus), and ERROR for any AXI error on a read or a write.
         push_error = 0
         if p.push_slots:
-            m.d.comb += [self.push.sync.eq(d.sync), self.push.mask.eq(r.mask),
+            # A Broadcast's root alone pushes; every other op's participants all do.
+            m.d.comb += [self.push.sync.eq(d.sync),
+                         self.push.mask.eq(Mux(d.op == Op.BROADCAST, r.root, r.mask)),
                          msg.push.eq(r.push),
                          msg.push_slot.eq(p.slots + d.sync * p.push_slots_per_resource)]
+            with m.If(r.push & (d.op == Op.ALLGATHER)):
+                # Each rank pushes its shard from offset 0 of its space, in place or not
+                # (op_plan's `pushed`): segments then never cross a push slot.
+                m.d.comb += msg.src_step.eq(0)
             push_error = r.push & self.push.error
         m.d.comb += r.full_status.eq(r.status | Cat(self.writes.status,
                                                     self.reads.error | self.writes.error

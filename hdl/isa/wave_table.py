@@ -43,7 +43,9 @@ class WaveTable(wiring.Component):
     exist, whose ``seq`` is not the slot's current issue number (a late response) or whose (slot,
     kind, port) is not expected (unknown tag, or a duplicate) is dropped whole and counted in
     ``counters.unknown_tags``. A response with a non-``OK`` status is stored (its data is whatever
-    came) and sets the sticky ``status.error`` (cleared by ``run.clear_error``).
+    came) and sets the sticky ``status.error`` (cleared by ``run.clear_error``). With read trains
+    (``read_train > 1``) one scale response may fill the consecutive slots of a train, which share
+    its issue number: each slot is checked as the response reaches it.
 
     Progress is per flit, so the feeder can start reducing a slot before it is complete
     (cut-through): for ``rd.slot``, ``rd.avail[p]`` is the number of data flits of port ``p``
@@ -186,16 +188,24 @@ class WaveTable(wiring.Component):
             with m.Else():
                 m.d.sync += [t.data_done[s][i].eq(1), t.expect_data[s][i].eq(0)]
 
+        # Read trains: a scale response may cover several slots (:meth:`_next_scale_slot`);
+        # ``pseq`` is its issue number, ``unknown_next`` marks a next slot that refuses it.
+        pseq = Signal(p.read_seq_bits, name=f"pseq{i}")
+        unknown_next = Signal(name=f"unknown_next{i}")
         with m.If(rx.valid):
             m.d.sync += in_body.eq(~rx.payload.last)
             with m.If(~in_body):
                 m.d.sync += [keep.eq(h_known), slot.eq(h_slot), kind.eq(h_kind), offset.eq(0)]
+                if p.read_train > 1:
+                    m.d.sync += pseq.eq(tag.seq)
                 with m.If(h_known):
                     # (A push WRITE's status field is zero: only a response reports errors.)
                     with m.If(hdr.status != Status.OK):
                         m.d.sync += self.status.error.eq(1)
                     with m.If(rx.payload.last):
                         finish(h_slot, h_kind)
+                        if p.read_train > 1:
+                            self._refused_train(m, i, t, hdr, tag, h_kind, finish)
             with m.Elif(keep):
                 in_range = Mux(kind, offset < ssf, offset < sf)
                 m.d.comb += [
@@ -209,14 +219,53 @@ class WaveTable(wiring.Component):
                     m.d.sync += t.count[slot][i].eq(offset + 1)
                 with m.If(rx.payload.last):
                     finish(slot, kind)
-        with m.If(flush & (slot < slots)):
+                if p.read_train > 1:
+                    self._next_scale_slot(m, i, t, rx, slot, kind, offset, keep, pseq,
+                                          finish, unknown_next)
+        slot_now = Mux(head, h_slot, slot)     # the slot of the packet this flit belongs to
+        with m.If(flush & (slot_now < slots)):
             # Abort: drop the rest of the response being received (framing goes on above);
-            # a push packet is another group's and goes on.
+            # a push packet is another group's and goes on, from its header on (the `push_table`
+            # proof found the register's stale slot tested here, docs/VERIFICATION.md).
             m.d.sync += keep.eq(0)
         is_response = (hdr.opcode != Opcode.WRITE) if p.push_slots else 1
-        return SimpleNamespace(keep=keep, slot_now=Mux(head, h_slot, slot),
-                               unknown=head & ~h_known & is_response, bad_push=bad_push,
+        return SimpleNamespace(keep=keep, slot_now=slot_now,
+                               unknown=(head & ~h_known & is_response) | unknown_next,
+                               bad_push=bad_push,
                                progress=rx.valid & Mux(in_body, keep & ~flush, h_known))
+
+    def _refused_train(self, m, i, t, hdr, tag, h_kind, finish):
+        """Read trains: a header-only failed response (a refused ``READ_WAVE``: one ``READ_RESP``
+        of ``length`` 0 for the whole train) ends the part of every slot of the train, not only
+        the first's: every pull slot that expects that kind from this port under the response's
+        issue number, which a train's slots share and no other live slot has. So a refused train
+        ends its collective with ``ERROR``, never with a wait for data that will not come."""
+        p = self._params
+        with m.If(hdr.status != Status.OK):
+            for s in range(p.slots):
+                wants = Mux(h_kind, t.expect_scale[s][i], t.expect_data[s][i])
+                with m.If(wants & (t.seq[s] == tag.seq)):
+                    finish(s, h_kind)
+
+    def _next_scale_slot(self, m, i, t, rx, slot, kind, offset, keep, pseq, finish,
+                         unknown_next):
+        """Read trains: the scales of a train's ``n`` slots come back in one response of
+        ``n * scale_flits_per_slot`` flits (the read issuer keeps them within a page), tagged
+        with the first slot. When a slot's last scale flit is stored and the packet goes on, that
+        slot is done and the rest belongs to the next slot, if that slot exists, expects this
+        port's scales and was armed with the packet's issue number (a train's slots share it);
+        otherwise the rest is dropped and counted once in ``unknown_tags`` (``unknown_next``).
+        Push slots are left as they are: a push packet never spans slots."""
+        p = self._params
+        ssf = p.scale_flits_per_slot
+        nxt = Signal(p.table_slot_bits, name=f"next_slot{i}")
+        m.d.comb += nxt.eq(slot + 1)
+        ok = ((nxt < p.slots) & t.expect_scale[nxt][i] & (t.seq[nxt[:p.slot_bits]] == pseq)
+              & ~self.run.flush)
+        with m.If(kind & (offset == ssf - 1) & ~rx.payload.last & (slot < p.slots)):
+            finish(slot, 1)
+            m.d.sync += [slot.eq(nxt), offset.eq(0), keep.eq(ok)]
+            m.d.comb += unknown_next.eq(~ok)
 
     def _arm(self, m, t, ports):
         """Arming a pull slot (``arm``), and disarming every pull slot on ``run.flush``."""
