@@ -968,9 +968,16 @@ def _read_csv(path, defaults, required):
 
 def read_bench_csv(path):
     """The rows of a ``bench.csv`` (``scin bench``) as dicts, numbers as numbers; rows written
-    before the op axis existed are All-Reduces."""
-    return _read_csv(path, {"op": "allreduce", "in_place": 0, "root": 0},
+    before the op axis existed are All-Reduces, and rows before the trains axis ran the paper's
+    per-slot protocol (``trains`` 1)."""
+    return _read_csv(path, {"op": "allreduce", "in_place": 0, "root": 0, "trains": 1},
                      ("part", "op", "dtype", "size", "endpoints", "cycles"))
+
+
+def _per_slot_protocol(rows):
+    """The rows of the paper's per-slot protocol, the one the model describes: no read or write
+    trains (``scin bench --parts trains`` measures those)."""
+    return [r for r in rows if int(r.get("trains") or 1) == 1]
 
 
 def _variable_cycles(row, f, control, int8_slot):
@@ -1026,6 +1033,7 @@ def fit_calibration(rows, source="", one_way_latency=90, mem_latency=40, flit_by
                hop_s=one_way_latency / (clock_mhz * 1e6), mem_s=mem_latency / (clock_mhz * 1e6),
                isa_clock_hz=clock_mhz * 1e6, flit_bytes=flit_bytes, packet_bytes=packet_bytes)
     payload = packet_bytes // flit_bytes
+    rows = _per_slot_protocol(rows)
     steady = [r for r in rows if r["op"] == "allreduce" and r.get("waves", 8) >= 2]
 
     def slot_cost(dtype, per_slot_bytes):
@@ -1165,7 +1173,8 @@ def load_calibration(path=CALIBRATION_PATH):
 
 
 def validate(rows, cal):
-    """Model against RTL for every row: a list of dicts with the row's keys, ``model`` (cycles,
+    """Model against RTL for every row of the per-slot protocol (not ``scin bench --parts
+    trains``'s trains): a list of dicts with the row's keys, ``model`` (cycles,
     from its own commit's fixed part), ``model_current`` (from the scale model's constants:
     :func:`scin_time` on :data:`RTL_FABRIC`) and their errors in percent.
 
@@ -1182,7 +1191,7 @@ def validate(rows, cal):
     fixed = {(g["commit"], g["op"], g["in_place"], g["dtype"], g["endpoints"]): g["fixed_cycles"]
              for g in cal.groups}
     out = []
-    for r in rows:
+    for r in _per_slot_protocol(rows):
         key = (str(r.get("commit", "")), r["op"], int(r.get("in_place", 0)), r["dtype"],
                int(r["endpoints"]))
         if key not in fixed:

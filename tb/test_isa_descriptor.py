@@ -201,7 +201,7 @@ PUSH = d.IsaParams(push_resources=2, push_capacity=8192)
 @pytest.mark.parametrize("change, reason", [
     (dict(mode=1, sync=2), "sync resource 2 has no push space (push_resources = 2)"),
     (dict(mode=1, elements=4097), "8194 bytes per participant exceed the push space (push_capacity = 8192)"),
-    (dict(mode=1, op=d.Op.ALLGATHER.value), "ALLGATHER cannot be pushed"),
+    (dict(mode=1, op=d.Op.BARRIER.value), "BARRIER cannot be pushed"),
     # A ReduceScatter pushes its N shards: 4 x 1024 x 2 bytes fit, 4 x 1025 x 2 do not.
     (dict(mode=1, op=d.Op.REDUCE_SCATTER.value, elements=1025), "8200 bytes per participant exceed"),
 ])
@@ -217,7 +217,9 @@ def test_push_descriptors_that_cannot_push_are_bad(change, reason):
     (dict(mode=2, elements=4096), d.PushMode.PUSH),          # 8 KiB: the whole space
     (dict(mode=2, elements=4097), d.PushMode.PULL),          # one element more
     (dict(mode=2, sync=2), d.PushMode.PULL),                 # no push space there
-    (dict(mode=2, op=d.Op.ALLGATHER.value), d.PushMode.PULL),
+    (dict(mode=2, op=d.Op.BARRIER.value), d.PushMode.PULL),
+    (dict(mode=2, op=d.Op.ALLGATHER.value), d.PushMode.PUSH),
+    (dict(mode=2, op=d.Op.BROADCAST.value), d.PushMode.PUSH),
     (dict(mode=2, op=d.Op.REDUCE.value), d.PushMode.PUSH),
     (dict(mode=2, op=d.Op.REDUCE_SCATTER.value, elements=1024), d.PushMode.PUSH),
     (dict(mode=2, op=d.Op.REDUCE_SCATTER.value, elements=1025), d.PushMode.PULL),

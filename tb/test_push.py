@@ -25,6 +25,17 @@ from scin.tb.isa_setup import (SRC, DST, SSRC, SDST, FLAG, DATA_FLAGS, isa_param
 ERROR = FlagStatus.ERROR.value
 
 
+async def wait_generation(dut, eps, flag_addr, generation):
+    """Wait (at most 20,000 cycles) until the flag word at ``flag_addr`` of every endpoint model
+    of ``eps`` carries ``generation``; return the cycles waited."""
+    for cycle in range(20_000):
+        if all(ep.flag(flag_addr) & 0xFFFF == generation for ep in eps):
+            return cycle
+        await RisingEdge(dut.clk)
+    raise AssertionError(f"flags {[hex(ep.flag(flag_addr)) for ep in eps]}, want generation "
+                         f"{generation}; {counters(dut)}")
+
+
 async def run(dut, eps, rng, desc, generation, *, faults=(), status=0, ports=None):
     """One generation of ``desc``: fresh inputs, each participant pushes or arrives as
     :func:`push_mode` says, after the ``faults`` (callables, sent first); waits for the flags and
@@ -42,13 +53,7 @@ async def run(dut, eps, rng, desc, generation, *, faults=(), status=0, ports=Non
             eps[i].push(isa_params({}), desc["sync"], data[j].tobytes())
         else:
             eps[i].arrive(desc["sync"])
-    for cycle in range(20_000):
-        if all(eps[i].flag(desc["flag_addr"]) & 0xFFFF == generation for i in parts):
-            break
-        await RisingEdge(dut.clk)
-    else:
-        raise AssertionError(f"flags {[hex(eps[i].flag(desc['flag_addr'])) for i in parts]}, "
-                             f"want generation {generation}; {counters(dut)}")
+    cycle = await wait_generation(dut, [eps[i] for i in parts], desc["flag_addr"], generation)
     for i in parts:
         got = eps[i].flag_fields(desc["flag_addr"])["status"]
         assert got & ERROR == status, f"port {i}: flag status {got:#x}, want ERROR {status}"
@@ -171,12 +176,7 @@ async def pushed_reduce_scatter(dut):
         data, scales = make_inputs(rng, dtype, ports, ports * c)
         for i in range(ports):
             eps[i].push(params, 1, data[i].tobytes(), b"" if scales is None else scales[i].tobytes())
-        for cycle in range(20_000):
-            if all(ep.flag(FLAG) & 0xFFFF == generation for ep in eps):
-                break
-            await RisingEdge(dut.clk)
-        else:
-            raise AssertionError(f"flags {[hex(ep.flag(FLAG)) for ep in eps]}; {counters(dut)}")
+        cycle = await wait_generation(dut, eps, FLAG, generation)
         golden = numerics.reduce_scatter(dtype, data, scales)
         for r, ep in enumerate(eps):
             want = golden[r].out_bytes
@@ -225,12 +225,7 @@ async def pushed_gather_and_broadcast(dut):
                 ep.mem[SSRC + at // 32:SSRC + (at + n) // 32] = sraw[r]
             if gathered or r == root:
                 ep.push(params, 0, raw[r], sraw[r])
-        for cycle in range(20_000):
-            if all(ep.flag(FLAG) & 0xFFFF == generation for ep in eps):
-                break
-            await RisingEdge(dut.clk)
-        else:
-            raise AssertionError(f"flags {[hex(ep.flag(FLAG)) for ep in eps]}; {counters(dut)}")
+        cycle = await wait_generation(dut, eps, FLAG, generation)
         golden = (numerics.allgather(dtype, data, scales) if gathered
                   else numerics.broadcast(dtype, data, scales, root=root))
         for r, ep in enumerate(eps):

@@ -1,6 +1,8 @@
 """Formal harness of the ISA's WaveTable in push mode: which push WRITEs are stored, where, and
 what a dropped one leaves behind."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
@@ -13,6 +15,7 @@ from ..params import check_int
 from ..transport import packet_signature
 from .properties import check_broken, OpenBlock, Properties
 from .small_isa import small_isa
+from .table_spec import packet_registers, receive
 
 
 __all__ = ["PushTableHarness"]
@@ -191,6 +194,8 @@ class PushTableHarness(wiring.Component):
                                         per_slot("data_done", 1), per_slot("scale_done", 1))
         expect_data = per_slot("expect_data", 1, init=1)
         expect_scale = per_slot("expect_scale", 1, init=1)
+        table = SimpleNamespace(count=count, data_done=data_done, scale_done=scale_done,
+                                expect_data=expect_data, expect_scale=expect_scale)
         error = Signal(res, name="spec_push_error")
         bad, others = Signal(COUNTER_BITS), Signal(COUNTER_BITS)
         dropped_heads, other_heads, taken, heads = [], [], [], []
@@ -198,11 +203,9 @@ class PushTableHarness(wiring.Component):
         for i in range(n):
             rx = self.rdata[i]
             p.assume(m, "never_backpressured", rx.ready)
-            in_body = Signal(name=f"spec_body{i}")
-            keep = Signal(name=f"spec_keep{i}")
-            slot = Signal(range(params.push_slots), name=f"spec_slot{i}")
-            kind = Signal(name=f"spec_kind{i}")
-            offset = Signal(range(sf + 1), name=f"spec_offset{i}")
+            reg = packet_registers(i, range(params.push_slots), sf)
+            in_body, keep, slot, kind, offset = (reg.in_body, reg.keep, reg.slot, reg.kind,
+                                                 reg.offset)
             hdr = data.View(f.header_layout, rx.payload.data[:f.header_layout.size])
             addr = data.View(push_addr_layout(params), hdr.addr)
             is_scale = addr.kind == ReadKind.SCALE
@@ -232,24 +235,7 @@ class PushTableHarness(wiring.Component):
             heads.append((rx, head, is_write, place_ok, aligned, inside, addr, expected, hit,
                           dropped, in_body, keep))
 
-            def end(s, k):
-                with m.If(k):
-                    m.d.sync += [scale_done[s][i].eq(1), expect_scale[s][i].eq(0)]
-                with m.Else():
-                    m.d.sync += [data_done[s][i].eq(1), expect_data[s][i].eq(0)]
-
-            with m.If(rx.valid):
-                m.d.sync += in_body.eq(~rx.payload.last)
-                with m.If(~in_body):
-                    m.d.sync += [keep.eq(hit), slot.eq(j), kind.eq(is_scale), offset.eq(0)]
-                    with m.If(hit & rx.payload.last):
-                        end(j, is_scale)
-                with m.Elif(keep):
-                    m.d.sync += offset.eq(offset + 1)
-                    with m.If(~kind & (offset < sf)):
-                        m.d.sync += count[slot][i].eq(offset + 1)
-                    with m.If(rx.payload.last):
-                        end(slot, kind)
+            receive(m, i, rx, table, reg, hit, j, is_scale, sf)
             for r in range(res):
                 with m.If(dropped & (addr.sync == r)):
                     m.d.sync += error[r].eq(1)

@@ -1,5 +1,7 @@
 """Formal harness of the ISA's WaveTable: which read responses are taken, and what they fill."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
@@ -12,6 +14,7 @@ from ..params import check_int
 from ..transport import packet_signature
 from .properties import check_broken, OpenBlock, Properties
 from .small_isa import small_isa
+from .table_spec import packet_registers, receive
 
 
 __all__ = ["WaveTableHarness"]
@@ -150,6 +153,8 @@ class WaveTableHarness(wiring.Component):
         count, data_done, scale_done = (per_slot("count", range(sf + 1)),
                                         per_slot("data_done", 1), per_slot("scale_done", 1))
         expect_data, expect_scale = per_slot("expect_data", 1), per_slot("expect_scale", 1)
+        table = SimpleNamespace(count=count, data_done=data_done, scale_done=scale_done,
+                                expect_data=expect_data, expect_scale=expect_scale)
         seq = Array(Signal(params.read_seq_bits, name=f"spec_seq_s{s}") for s in range(slots))
         unknown, error = Signal(COUNTER_BITS), Signal()
         misses, taken, heads = [], [], []
@@ -162,11 +167,9 @@ class WaveTableHarness(wiring.Component):
         for i in range(n):
             rx = self.rdata[i]
             p.assume(m, "never_backpressured", rx.ready)
-            in_body = Signal(name=f"spec_body{i}")
-            keep = Signal(name=f"spec_keep{i}")
-            slot = Signal(params.slot_bits, name=f"spec_slot{i}")
-            kind = Signal(name=f"spec_kind{i}")
-            offset = Signal(range(sf + 1), name=f"spec_offset{i}")
+            reg = packet_registers(i, params.slot_bits, sf)
+            in_body, keep, slot, kind, offset = (reg.in_body, reg.keep, reg.slot, reg.kind,
+                                                 reg.offset)
             hdr = data.View(hdr_layout, rx.payload.data[:hdr_layout.size])
             tag = data.View(tag_layout, hdr.tag)
             is_scale = tag.kind == ReadKind.SCALE
@@ -180,27 +183,9 @@ class WaveTableHarness(wiring.Component):
             taken.append(hit | (rx.valid & in_body & keep & ~self.flush))
             heads.append((head, hdr, tag, is_scale, hit))
 
-            def end(s, k):
-                with m.If(k):
-                    m.d.sync += [scale_done[s][i].eq(1), expect_scale[s][i].eq(0)]
-                with m.Else():
-                    m.d.sync += [data_done[s][i].eq(1), expect_data[s][i].eq(0)]
-
-            with m.If(rx.valid):
-                m.d.sync += in_body.eq(~rx.payload.last)
-                with m.If(~in_body):
-                    m.d.sync += [keep.eq(hit), slot.eq(tag.slot), kind.eq(is_scale),
-                                 offset.eq(0)]
-                    with m.If(hit & (hdr.status != Status.OK)):
-                        m.d.sync += error.eq(1)
-                    with m.If(hit & rx.payload.last):
-                        end(tag.slot, is_scale)
-                with m.Elif(keep):
-                    m.d.sync += offset.eq(offset + 1)
-                    with m.If(~kind & (offset < sf)):
-                        m.d.sync += count[slot][i].eq(offset + 1)
-                    with m.If(rx.payload.last):
-                        end(slot, kind)
+            receive(m, i, rx, table, reg, hit, tag.slot, is_scale, sf)
+            with m.If(hit & (hdr.status != Status.OK)):
+                m.d.sync += error.eq(1)
             with m.If(self.flush | (self.arm_valid
                                     & (Mux(head, tag.slot, slot) == self.arm.slot))):
                 # An arm starts its slot afresh: the rest of a packet being stored into it (only
