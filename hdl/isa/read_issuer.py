@@ -83,7 +83,8 @@ class ReadIssuer(wiring.Component):
                   "addr": p.fabric.header_layout["addr"].shape}
         hdr = Signal(data.StructLayout(fields | ({"wave": 1} if p.read_train > 1 else {})))
         push, to = Signal(), Signal(p.fabric.ports)
-        room = self._request_queues(m, hdr, push, to)
+        out = Signal.like(hdr)      # the request queued: ``hdr``, or (read trains) before it ...
+        room = self._request_queues(m, out, push, to)
         w = self._walk(m)
 
         # Push mode: the inputs are already in the resource's push slots; no slot, no read.
@@ -95,9 +96,9 @@ class ReadIssuer(wiring.Component):
                               len=Signal(range(p.scale_bytes_per_slot + 1)),
                               off=Signal(p.offset_bits))
         tr = self._train_regs() if p.read_train > 1 else None   # the pending read train
-        # Read trains: the scale READ of the data request just queued (INT8), queued next.
-        sc = SimpleNamespace(pend=Signal(name="scale_pend"), hdr=Signal.like(hdr, name="scale_hdr"),
-                             to=Signal.like(to, name="scale_to"))
+        # ... its INT8 scale READ (read trains: the data request waits in `sc` for a cycle).
+        sc = SimpleNamespace(pend=Signal(name="data_pend"), hdr=Signal.like(hdr, name="data_hdr"),
+                             to=Signal.like(to, name="data_to"))
 
         with m.FSM():
             with m.State("IDLE"):
@@ -170,7 +171,9 @@ class ReadIssuer(wiring.Component):
                     self._train_drain(m, tr, sc, hdr, push, to, room, int8)
 
         if p.read_train > 1:
-            self._scale_follow(m, sc, hdr, push, to, room, int8)   # after: it overrides
+            self._scales_first(m, sc, hdr, out, push, to, room, int8)   # after: it overrides
+        else:
+            m.d.comb += out.eq(hdr)
         # The ISA's `slots` counter: every slot armed.
         with m.If(self.arm.valid):
             m.d.sync += c.slots.eq(c.slots + 1)
@@ -243,7 +246,7 @@ class ReadIssuer(wiring.Component):
         full = w.chunk == page
         nxt = Signal(p.slot_bits)
         m.d.comb += nxt.eq(tr.slot + tr.count)
-        # INT8: the train's scales (read after it, :meth:`_scale_follow`) must not cross a page,
+        # INT8: the train's scales (read before it, :meth:`_scales_first`) must not cross a page,
         # or the scale train would come back in pieces whose tags name the wrong slots.
         scale_addr = self.run.msg.src_scale_addr + (w.src_off >> exact_log2(SCALE_DIVISOR))
         scale_page = int8 & (scale_addr[:lg] == 0)
@@ -290,8 +293,8 @@ class ReadIssuer(wiring.Component):
                      tr.count.eq(1), tr.bytes.eq(new.bytes), tr.to.eq(new.to)]
 
     def _train_drain(self, m, tr, sc, hdr, push, to, room, int8):
-        """DRAIN: send the pending train, if any, and (INT8) its scale READ, then go idle (an
-        abort drops them)."""
+        """DRAIN: send the pending train, if any (INT8: its scale READ, then it), then go idle
+        (an abort drops them)."""
         flush = self.run.flush
         with m.If(~sc.pend):
             m.d.comb += [to.eq(tr.to), push.eq(tr.pend & room & ~flush)]
@@ -304,29 +307,36 @@ class ReadIssuer(wiring.Component):
             m.d.sync += tr.pend.eq(0)
             m.next = "IDLE"
 
-    def _scale_follow(self, m, sc, hdr, push, to, room, int8):
-        """Read trains, INT8: every data request queued (a READ, or a READ_WAVE of ``n`` slots)
-        is followed, in the next cycle the queues have room, by the READ of its segments' block
-        scales (``sc``: ``pend``, ``hdr``, ``to``): ``length / 32`` of it (bytes of a READ, flits
-        of a READ_WAVE, whose ``n`` slots' scales are ``n * scale_flits_per_slot`` flits: one
-        piece, as a train's scales never cross a page, :meth:`_train_slot`), at
-        ``src_scale_addr + src_off / 32``, tag kind ``SCALE``. While it is pending it overrides
-        every other request (the caller takes no slot then)."""
+    def _scales_first(self, m, sc, hdr, out, push, to, room, int8):
+        """Read trains, INT8: every data request ``hdr`` (a READ, or a READ_WAVE of ``n`` slots)
+        is queued (``out``) as the READ of its segments' block scales, and the data request itself
+        waits in ``sc`` (``pend``, ``hdr``, ``to``) for the next cycle the queues have room; while
+        it waits it overrides every other request (the caller takes no slot then). The scale
+        request is ``length / 32`` of the data request (bytes of a READ, flits of a READ_WAVE,
+        whose ``n`` slots' scales are ``n * scale_flits_per_slot`` flits: one piece, as a train's
+        scales never cross a page, :meth:`_train_slot`) at ``src_scale_addr + src_off / 32``, tag
+        kind ``SCALE``. Scales first: the small scale response comes back ahead of the train's
+        data, so each slot is reduced as its own data comes in (behind the data, the train's
+        first slot would wait for the whole train). An abort drops a data request still waiting:
+        its scale response comes back stale, as a scale request's did without trains."""
         f = self._params.fabric
         msg, flush = self.run.msg, self.run.flush
         ls = exact_log2(SCALE_DIVISOR)
+        scale = Signal.like(hdr, name="scale_hdr")
+        m.d.comb += [scale.eq(hdr),
+                     scale.addr.eq(msg.src_scale_addr
+                                   + ((hdr.addr - msg.src_addr)[:f.addr_width] >> ls)),
+                     scale.length.eq(hdr.length >> ls), scale.tag.kind.eq(ReadKind.SCALE)]
         with m.If(sc.pend):
-            m.d.comb += [push.eq(room & ~flush), to.eq(sc.to), hdr.eq(sc.hdr)]
-        # (Apart from the override above: `to` must not depend on `push`, which depends on it.)
+            m.d.comb += [push.eq(room & ~flush), to.eq(sc.to), out.eq(sc.hdr)]
+        with m.Else():
+            m.d.comb += out.eq(Mux(int8, scale, hdr))
+        # (Apart from the above: `to` and `out` must not depend on `push`, which depends on them.)
         with m.If(sc.pend):
             with m.If(room):
                 m.d.sync += sc.pend.eq(0)
         with m.Elif(push & int8):
-            m.d.sync += [sc.pend.eq(1), sc.to.eq(to), sc.hdr.eq(hdr),
-                         sc.hdr.addr.eq(msg.src_scale_addr
-                                        + ((hdr.addr - msg.src_addr)[:f.addr_width] >> ls)),
-                         sc.hdr.length.eq(hdr.length >> ls),
-                         sc.hdr.tag.kind.eq(ReadKind.SCALE)]
+            m.d.sync += [sc.pend.eq(1), sc.to.eq(to), sc.hdr.eq(hdr)]
         with m.If(flush):
             m.d.sync += sc.pend.eq(0)
 
