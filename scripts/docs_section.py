@@ -59,12 +59,23 @@ def rewrite_section(path, name, body, *, title="Performance"):
     return block
 
 
+#: The code a measurement depends on: a change here that is not committed makes a figure's
+#: commit ``<hash>-dirty``.
+MEASURED_CODE = ("hdl", "sim", "scripts", "boards")
+
+
 def current_commit(cwd=REPO_ROOT):
-    """The short hash of the checked-out commit of the repository at ``cwd``, or ``"unknown"``
-    outside a git checkout or without git."""
+    """The short hash of the checked-out commit of the repository at ``cwd``, with ``-dirty``
+    when a tracked file of :data:`MEASURED_CODE` differs from it (the figures then come from
+    code no commit holds), or ``"unknown"`` outside a git checkout or without git."""
     try:
         result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True, cwd=cwd)
+        commit = result.stdout.strip()
+        if not commit:
+            return "unknown"
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                 *MEASURED_CODE], capture_output=True, text=True, cwd=cwd)
     except OSError:
         return "unknown"
-    return result.stdout.strip() or "unknown"
+    return commit + ("-dirty" if status.stdout.strip() else "")

@@ -119,7 +119,7 @@ TRIAGE = {
     "hdl/isa/writeback.py:275:42:drop_condition/1":
         "a gap (INT8 scale flits pushed into a full output and lost), now killed by "
         "`test_write_back_holds_int8_scales_until_the_output_has_room`",
-    "hdl/isa/read_issuer.py:139:63:off_by_one":
+    "hdl/isa/read_issuer.py:140:63:off_by_one":
         "a gap (`stall_slot` counted by two), now killed by "
         "`test_read_issuer_counts_each_cycle_without_a_free_slot_once`",
 }

@@ -975,9 +975,10 @@ def read_bench_csv(path):
 
 
 def _per_slot_protocol(rows):
-    """The rows of the paper's per-slot protocol, the one the model describes: no read or write
-    trains (``scin bench --parts trains`` measures those)."""
-    return [r for r in rows if int(r.get("trains") or 1) == 1]
+    """The rows the model is fitted to and checked against: the sweeps of the paper's per-slot
+    protocol, not ``scin bench --parts trains`` (a study of the wave-level requests, whose
+    per-slot rows repeat the size sweep's points at another commit)."""
+    return [r for r in rows if r["part"] != "trains" and int(r.get("trains") or 1) == 1]
 
 
 def _variable_cycles(row, f, control, int8_slot):
@@ -1173,8 +1174,8 @@ def load_calibration(path=CALIBRATION_PATH):
 
 
 def validate(rows, cal):
-    """Model against RTL for every row of the per-slot protocol (not ``scin bench --parts
-    trains``'s trains): a list of dicts with the row's keys, ``model`` (cycles,
+    """Model against RTL for every row of the per-slot protocol's sweeps (not ``scin bench
+    --parts trains``): a list of dicts with the row's keys, ``model`` (cycles,
     from its own commit's fixed part), ``model_current`` (from the scale model's constants:
     :func:`scin_time` on :data:`RTL_FABRIC`) and their errors in percent.
 

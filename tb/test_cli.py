@@ -145,7 +145,7 @@ def test_rewrite_section_refuses_unpaired_markers(tmp_path, text):
 
 def test_current_commit(tmp_path):
     from scin.scripts.docs_section import current_commit
-    assert re.fullmatch(r"[0-9a-f]{7,40}", current_commit())
+    assert re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", current_commit())
     assert current_commit(cwd=tmp_path) == "unknown"
 
 

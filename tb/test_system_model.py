@@ -314,7 +314,8 @@ def test_fit_compare_recovers_planted_constants():
 
 def test_model_within_two_percent_of_every_rtl_point():
     rows = validate(read_bench_csv(BENCH_CSV), load_calibration())
-    assert len(rows) == len(read_bench_csv(BENCH_CSV)) > 0
+    studied = [r for r in read_bench_csv(BENCH_CSV) if r["part"] != "trains"]
+    assert len(rows) == len(studied) > 0        # every row but the trains study's
     worst = max(rows, key=lambda r: abs(r["error_pct"]))
     assert abs(worst["error_pct"]) < 2.0, worst
     worst = max(rows, key=lambda r: abs(r["error_current_pct"]))

@@ -356,7 +356,9 @@ class PushControl(wiring.Signature):
 
     def __init__(self, params):
         super().__init__({
-            "sync":  Out(range(max(1, params.push_resources))),
+            # At least one bit: one push resource would make it a zero-width port, which
+            # Verilog writes as [-1:0] (Verilator ASCRANGE).
+            "sync":  Out(range(max(2, params.push_resources))),
             "mask":  Out(params.fabric.ports),
             "ready": In(1),
             "error": In(1),
