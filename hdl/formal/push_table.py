@@ -259,9 +259,31 @@ class PushTableHarness(wiring.Component):
                    self.scales_done[i] == (in_push & scale_done[j_rd][i]))
 
         # The controller's side: readiness, error, and the rearm (after the ports: it wins).
+        ready, errors, outsiders = self._controller(m, table, error)
+        m.d.sync += [bad.eq(bad + sum(dropped_heads) + sum(outsiders)),
+                     others.eq(others + sum(other_heads))]
+
+        p.spec(m, "accepts_only_good_pushes", self.progress == Cat(taken).any())
+        p.spec(m, "bad_pushes_counted_once", self.counters.bad_pushes == bad)
+        p.spec(m, "responses_counted", self.counters.unknown_tags == others)
+        p.spec(m, "push_error_until_rearm", self.push_error == Array(errors)[self.push_sync])
+        p.spec(m, "ready_when_first_flits_in", self.push_ready == Array(ready)[self.push_sync])
+        self._slot_invariants(wo, m, count, data_done, scale_done, expect_data, expect_scale,
+                              error)
+        self._covers(m, heads, count, data_done, Cat(outsiders).any(), error)
+        return m
+
+    def _controller(self, m, t, error):
+        """The specification of the controller's side, per resource: ``ready`` (every member's
+        first data flit is in), the error (a bad push naming it, or an outsider's data in its
+        slots) and the rearm that empties its slots. Returns (ready, errors, the pulses counting
+        an outsider's packet at the rearm)."""
+        params = self._params
+        n, per = params.fabric.ports, params.push_slots_per_resource
+        count, data_done, scale_done = t.count, t.data_done, t.scale_done
         ready, errors, outsiders = [], [], []
         mask = self.push_mask
-        for r in range(res):
+        for r in range(params.push_resources):
             mine = range(r * per, (r + 1) * per)
             rearm = self.push_rearm & (self.push_sync == r)
             ready.append(Cat(~mask[i] | (count[r * per][i] != 0) | data_done[r * per][i]
@@ -276,20 +298,9 @@ class PushTableHarness(wiring.Component):
                 for s in mine:
                     for i in range(n):
                         m.d.sync += [count[s][i].eq(0), data_done[s][i].eq(0),
-                                     scale_done[s][i].eq(0), expect_data[s][i].eq(1),
-                                     expect_scale[s][i].eq(1)]
-        m.d.sync += [bad.eq(bad + sum(dropped_heads) + sum(outsiders)),
-                     others.eq(others + sum(other_heads))]
-
-        p.spec(m, "accepts_only_good_pushes", self.progress == Cat(taken).any())
-        p.spec(m, "bad_pushes_counted_once", self.counters.bad_pushes == bad)
-        p.spec(m, "responses_counted", self.counters.unknown_tags == others)
-        p.spec(m, "push_error_until_rearm", self.push_error == Array(errors)[self.push_sync])
-        p.spec(m, "ready_when_first_flits_in", self.push_ready == Array(ready)[self.push_sync])
-        self._slot_invariants(wo, m, count, data_done, scale_done, expect_data, expect_scale,
-                              error)
-        self._covers(m, heads, count, data_done, Cat(outsiders).any(), error)
-        return m
+                                     scale_done[s][i].eq(0), t.expect_data[s][i].eq(1),
+                                     t.expect_scale[s][i].eq(1)]
+        return ready, errors, outsiders
 
     def _packet_invariants(self, wo, m, i, in_body, keep, slot, kind, offset):
         """Port ``i``'s framing and stored-packet registers equal the harness's (the slot, kind
