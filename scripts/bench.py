@@ -389,13 +389,15 @@ def train_table(rows, link):
     if not rows:
         return []
     payload, limit = link_limit(link)
+    int8_flits = slot_link_cycles("int8", 1, link) - 2    # the slot's packets, no READs
     lines = ["### Wave-level requests (`--parts trains`)", "",
              "4 endpoints, All-Reduce. `trains` is `--trains`: slots per `READ_WAVE` and per "
              "acknowledged write (1: the paper's per-slot protocol). Efficiency = 16-bit size / "
              f"(cycles x {link.flit_bytes} B) (INT8: its 16-bit form, so up to twice fp16's); the "
              f"payload format's limit is {payload}/{payload + 1} = {limit:.4f} (INT8: "
-             f"2 x {payload}/{payload + 6} = {2 * payload / (payload + 6):.4f}: a slot's scales "
-             "are a 5-flit packet). `model` is what the busiest link carries per 4 KiB slot "
+             f"2 x {payload}/{int8_flits} = {2 * payload / int8_flits:.4f}: a slot's scales are "
+             f"a {int8_flits - payload - 1}-flit packet). `model` is what the busiest link "
+             "carries per 4 KiB slot "
              "(:func:`slot_link_cycles`), `fixed` = cycles - slots x model: the same few hundred "
              "cycles everywhere when the model accounts for every cycle.", "",
              "| table | waves | trains | dtype | size | cycles | efficiency | slots | model "
@@ -403,7 +405,7 @@ def train_table(rows, link):
              "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
         trains = int(r.get("trains") or 1)
-        model = slot_link_cycles(r["dtype"], trains)
+        model = slot_link_cycles(r["dtype"], trains, link)
         slots = r.get("c_slots")
         fixed = "" if slots in (None, "") else f"{r['cycles'] - int(slots) * model:.0f}"
         lines.append(f"| {r['capacity'] // 1024} KiB | {r['waves']} | {trains} | "
@@ -413,14 +415,17 @@ def train_table(rows, link):
     return lines + [""]
 
 
-def slot_link_cycles(dtype, trains):
-    """Cycles a 4 KiB slot costs the link into an endpoint (256-bit flits): its result WRITE
-    (1 + 128 flits) and, INT8, its scale WRITE (1 + 4), plus the slot's READ (and INT8 scale
-    READ), one flit each per slot without trains, one per train of ``trains`` slots with them
-    (where the link out of it carries as much or less: the READ_RESPs and one WRITE_RESP)."""
-    reads = 2 if dtype == "int8" else 1
-    writes = 129 + (5 if dtype == "int8" else 0)
-    return writes + (reads if trains == 1 else reads / trains)
+def slot_link_cycles(dtype, trains, link):
+    """Cycles a ``PACKET_BYTES`` slot costs the link into an endpoint: its result WRITE (a header
+    and the payload flits of :func:`link_limit`) and, INT8, its scale WRITE (a header and the
+    slot's scales, one FP16 per 64 bytes), plus the slot's READ (and INT8 scale READ), one flit
+    each per slot without trains, one per train of ``trains`` slots with them (the link out of
+    it carries as much or less: the READ_RESPs and one WRITE_RESP)."""
+    payload, _ = link_limit(link)
+    int8 = dtype == "int8"
+    scales = 1 + -(-(PACKET_BYTES // 32) // link.flit_bytes) if int8 else 0
+    reads = 2 if int8 else 1
+    return 1 + payload + scales + (reads if trains == 1 else reads / trains)
 
 
 def hop_runs(args):

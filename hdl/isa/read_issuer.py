@@ -92,13 +92,13 @@ class ReadIssuer(wiring.Component):
         issue = Signal(p.read_seq_bits)  # issue number of the next slot armed (never reset)
         # Without read trains, the slot just armed (its scale READ follows in SCALE): its slot,
         # issue number, scale bytes and scale offset.
-        one = SimpleNamespace(slot=Signal(p.slot_bits), seq=Signal(p.read_seq_bits),
-                              len=Signal(range(p.scale_bytes_per_slot + 1)),
-                              off=Signal(p.offset_bits))
+        one = (SimpleNamespace(slot=Signal(p.slot_bits), seq=Signal(p.read_seq_bits),
+                               len=Signal(range(p.scale_bytes_per_slot + 1)),
+                               off=Signal(p.offset_bits)) if p.read_train == 1 else None)
         tr = self._train_regs() if p.read_train > 1 else None   # the pending read train
         # ... its INT8 scale READ (read trains: the data request waits in `sc` for a cycle).
-        sc = SimpleNamespace(pend=Signal(name="data_pend"), hdr=Signal.like(hdr, name="data_hdr"),
-                             to=Signal.like(to, name="data_to"))
+        sc = (SimpleNamespace(pend=Signal(name="data_pend"), hdr=Signal.like(hdr, name="data_hdr"),
+                              to=Signal.like(to, name="data_to")) if p.read_train > 1 else None)
 
         with m.FSM():
             with m.State("IDLE"):

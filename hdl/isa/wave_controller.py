@@ -297,7 +297,7 @@ class WaveController(wiring.Component):
             msg.src_addr.eq(d.src_addr), msg.src_scale_addr.eq(d.src_scale_addr),
             msg.dst_addr.eq(d.dst_addr), msg.dst_scale_addr.eq(d.dst_scale_addr),
         ]
-        self._plan(m, msg, d, r.in_place)
+        self._plan(m, msg, d, r.in_place, r.push if p.push_slots else Const(0, 1))
         # Flag status bits (FlagStatus): the datapath's OVERFLOW and INVALID (the same bits as
         # DatapathStatus), and ERROR for any AXI error on a read or a write.
         push_error = 0
@@ -307,10 +307,6 @@ class WaveController(wiring.Component):
                          self.push.mask.eq(Mux(d.op == Op.BROADCAST, r.root, r.mask)),
                          msg.push.eq(r.push),
                          msg.push_slot.eq(p.slots + d.sync * p.push_slots_per_resource)]
-            with m.If(r.push & (d.op == Op.ALLGATHER)):
-                # Each rank pushes its shard from offset 0 of its space, in place or not
-                # (op_plan's `pushed`): segments then never cross a push slot.
-                m.d.comb += msg.src_step.eq(0)
             push_error = r.push & self.push.error
         m.d.comb += r.full_status.eq(r.status | Cat(self.writes.status,
                                                     self.reads.error | self.writes.error
@@ -327,19 +323,24 @@ class WaveController(wiring.Component):
         return m
 
     @staticmethod
-    def _plan(m, msg, d, in_place):
+    def _plan(m, msg, d, in_place, pushed):
         """The running collective's plan flags (:func:`~.plan.op_plan`) for ``d``'s op, in place
-        or not."""
+        or not, pushed or not."""
         with m.Switch(d.op):
             for op in IMPLEMENTED_OPS:
                 if op == Op.BARRIER:
                     continue
                 with m.Case(op):
-                    plans = op_plan(op, False), op_plan(op, True)
                     for name in OpPlan._fields:
-                        out, apart, inside = msg[name], *(getattr(q, name) for q in plans)
-                        m.d.comb += out.eq(Mux(in_place, inside, apart) if apart != inside
-                                           else int(apart))
+                        def flag(ip, pu):
+                            return int(getattr(op_plan(op, ip, pu), name))
+                        by_place = [Mux(in_place, flag(True, pu), flag(False, pu))
+                                    if flag(True, pu) != flag(False, pu) else flag(False, pu)
+                                    for pu in (False, True)]
+                        value = (Mux(pushed, by_place[1], by_place[0])
+                                 if flag(True, True) != flag(True, False)
+                                 or flag(False, True) != flag(False, False) else by_place[0])
+                        m.d.comb += msg[name].eq(value)
 
     def _restart(self, m, r):
         """A program has been loaded: start again from descriptor 0."""

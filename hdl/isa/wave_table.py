@@ -190,13 +190,14 @@ class WaveTable(wiring.Component):
 
         # Read trains: a scale response may cover several slots (:meth:`_next_scale_slot`);
         # ``pseq`` is its issue number, ``unknown_next`` marks a next slot that refuses it.
-        pseq = Signal(p.read_seq_bits, name=f"pseq{i}")
-        unknown_next = Signal(name=f"unknown_next{i}")
+        trains = p.read_train > 1
+        pseq = Signal(p.read_seq_bits, name=f"pseq{i}") if trains else None
+        unknown_next = Signal(name=f"unknown_next{i}") if trains else Const(0, 1)
         with m.If(rx.valid):
             m.d.sync += in_body.eq(~rx.payload.last)
             with m.If(~in_body):
                 m.d.sync += [keep.eq(h_known), slot.eq(h_slot), kind.eq(h_kind), offset.eq(0)]
-                if p.read_train > 1:
+                if trains:
                     m.d.sync += pseq.eq(tag.seq)
                 with m.If(h_known):
                     # (A push WRITE's status field is zero: only a response reports errors.)
