@@ -45,8 +45,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
-from .runner import _atomic_write, _locked
-from .toolchain import BUILD_ROOT
+from .runner import _atomic_write
+from .toolchain import BUILD_ROOT, file_lock as _locked
 
 
 __all__ = ["PropertySet", "Check", "Result", "PROPERTY_SETS", "checks", "select", "run_check",

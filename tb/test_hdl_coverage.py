@@ -308,3 +308,47 @@ def test_make_coverage_runs_the_suite_with_coverage_then_the_report():
                          text=True, check=True).stdout
     assert "SCIN_COVERAGE=1" in out and "-k \"not icarus\"" in out
     assert "scin coverage" in out
+
+
+def test_fold_sums_the_runs_of_a_model_and_keeps_a_stranger_apart(annotated, tmp_path):
+    """The runner folds each finished run into its model's sum (a system's run writes 600 MB):
+    runs with the same points are summed line by line and their files removed, each sidecar
+    marked; a run whose points differ is left whole; an empty run (cut short) leaves nothing.
+    :func:`collect` then gives what it gives on the unfolded files, and counts every run."""
+    root, text = annotated
+    verilog = tmp_path / "block.v"
+    verilog.write_text(text)
+    if_line = verilog_line(text, "if (b) begin")
+    common = dict(f=str(verilog), page="v_branch/block", h="TOP.block")
+    runs = {"one": [3, 0], "two": [0, 2], "three": [0, 1]}
+    for data in ("folded", "apart"):
+        (tmp_path / data).mkdir()
+        for name, (if_hits, else_hits) in runs.items():
+            (tmp_path / data / f"block-0123-{name}.dat").write_text("\n".join([
+                "# SystemC::Coverage-3",
+                point(if_hits, l=if_line, t="branch", o="if", **common),
+                point(else_hits, l=if_line, t="branch", o="else", **common)]) + "\n")
+            (tmp_path / data / f"block-0123-{name}.json").write_text(
+                json.dumps({"test": f"tb/t.py::{name}", "top": "block"}))
+    folded = tmp_path / "folded"
+    # A run of another shape (not expected of one binary) and a run cut short.
+    (folded / "block-0123-three.dat").write_text("# SystemC::Coverage-3\n" + point(
+        7, l=if_line, t="branch", o="if", **common) + "\n")
+    (folded / "block-0123-four.dat").write_text("")
+    (folded / "block-0123-four.json").write_text(json.dumps({"test": "tb/t.py::four"}))
+    merged = folded / f"block-0123-{hdl_coverage.MERGED}.dat"
+    assert hdl_coverage.fold(folded / "block-0123-one.dat") == merged
+    assert hdl_coverage.fold(folded / "block-0123-two.dat") == merged
+    assert hdl_coverage.fold(folded / "block-0123-three.dat") == folded / "block-0123-three.dat"
+    assert hdl_coverage.fold(folded / "block-0123-four.dat") is None
+    assert sorted(f.name for f in folded.glob("*.dat")) == [
+        "block-0123-merged.dat", "block-0123-three.dat"]
+    assert not (folded / "block-0123-four.json").exists()
+    assert [int(line.rsplit(" ", 1)[1]) for line in merged.read_text().splitlines()[1:]] == [3, 2]
+    assert json.loads((folded / "block-0123-one.json").read_text())["folded_into"] == merged.name
+    cov = hdl_coverage.collect(folded, root)
+    (tmp_path / "apart" / "block-0123-three.dat").write_text((folded / "block-0123-three.dat")
+                                                             .read_text())
+    assert cov.lines == hdl_coverage.collect(tmp_path / "apart", root).lines
+    assert cov.lines[("hdl/block.py", line_of("IF"))] == 10
+    assert sorted(cov.runs) == [(f"tb/t.py::{n}", "block") for n in ("one", "three", "two")]
