@@ -9,7 +9,7 @@ import cocotb
 import pytest
 from cocotb.triggers import ClockCycles
 
-from scin.sim import runner
+from scin.sim import hdl_coverage, runner
 from scin.sim.testbench.env import start, read_int, tb_config, cocotb_module
 
 
@@ -48,9 +48,12 @@ def counter_verilog(tmp_path, step, comment):
 
 @pytest.fixture
 def build_root(tmp_path, monkeypatch):
-    """A build tree of the test's own, so the first build here is always a real one."""
+    """A build tree of the test's own, so the first build here is always a real one, and the
+    normal builds' caching (under ``make coverage`` the Verilog carries source lines, so a
+    comment moves it, and coverage models are built apart: tb/test_hdl_coverage.py)."""
     root = tmp_path / "build"
     monkeypatch.setattr(runner, "BUILD_ROOT", root)
+    monkeypatch.delenv(hdl_coverage.ENV_VAR, raising=False)
     return root
 
 
