@@ -47,8 +47,8 @@ from .toolchain import REPO_ROOT, file_lock
 
 
 __all__ = ["ENV_VAR", "DATA_PLUSARG", "MERGED", "COVERAGE_FLAGS", "WAIVERS_PATH", "enabled",
-           "source_fingerprint", "annotated_conversion", "data_plusarg", "fold", "parse_dat", "verilog_map", "collect",
-           "load_waivers", "Coverage", "render_report"]
+           "source_fingerprint", "annotated_conversion", "data_plusarg", "fold", "parse_dat",
+           "verilog_map", "collect", "load_waivers", "Coverage", "render_report"]
 
 #: The environment variable that turns coverage builds on (``1``) or off (unset, empty, ``0``).
 ENV_VAR = "SCIN_COVERAGE"
@@ -261,8 +261,6 @@ def data_plusarg(build_root, top, build_dir, test_module, testcase=None):
         "top": top, "test": test, "test_module": test_module, "testcase": testcase,
         "build_dir": str(build_dir)}, indent=1))
     return f"{DATA_PLUSARG}{out / (name + '.dat')}"
-
-
 
 
 class _NotSamePoints(Exception):
