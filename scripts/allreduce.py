@@ -66,6 +66,11 @@ def add_arguments(p):
                              "consecutive free slots) and per acknowledged write (the others are "
                              "WRITE_POSTED); 1: one READ and one WRITE_RESP per slot, the paper's "
                              "protocol (docs/PROTOCOL.md; default: 1)")
+    timing.add_argument("--gather-pairs", action="store_true",
+                        help="build the ISA with gather_pairs: an in-place AllGather whose shard "
+                             "is whole 4 KiB pages reads two ranks at once and runs N-1 phases "
+                             "instead of N, every link busy in each (docs/ISA.md; default: off, "
+                             "the paper's configuration)")
 
 
 #: The operations' names in the report's first line.
@@ -93,7 +98,8 @@ def run(args):
                           flag_mode=args.flag_mode, replays=args.replays, trace=args.trace,
                           mode=args.mode,
                           push_capacity=parse_size(args.push_capacity or "0"),
-                          trains=args.trains)
+                          trains=args.trains,
+                          gather_pairs=getattr(args, "gather_pairs", False))
     log = (lambda *a, **k: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
     report = run_allreduce(cfg, save=args.save, waves=args.waves, log=log)
     ok = report["match"] and report["status"] == report["expected_status"]
@@ -127,7 +133,8 @@ def run(args):
           f"flags {cfg.flag_mode}{', reordered reads' if cfg.reorder else ''}, mode {cfg.mode}"
           + (f" ({'pushed' if report['pushed'] else 'pulled'}; push space "
              f"{cfg.push_capacity} B)" if cfg.push_capacity else "")
-          + (f", trains of {cfg.trains} slots" if cfg.trains > 1 else ""))
+          + (f", trains of {cfg.trains} slots" if cfg.trains > 1 else "")
+          + (", gather pairs" if cfg.gather_pairs else ""))
     if report.get("hops"):
         print(f"hops        {'hop':20s} {'cycles':>6s} {'floor':>6s} {'over':>5s}  port  covers")
         for h in report["hops"]:

@@ -35,16 +35,17 @@ PAPER_EFFICIENCY = 0.924
 PARTS = ("size", "waves", "capacity", "endpoints", "op", "trains")
 #: The op sweep's cases: an operation, ``:in-place`` for NCCL's in-place layout.
 OP_CASES = ["allreduce", "reduce-scatter", "reduce-scatter:in-place", "allgather",
-            "allgather:in-place", "broadcast", "reduce", "barrier"]
+            "allgather:in-place", "allgather:in-place:pairs", "broadcast", "reduce", "barrier"]
 OP_SIZES = ["64B", "4KiB", "64KiB", "1MiB"]
 #: The trains sweep's hardware: wave table per participant / outstanding waves / slots per
 #: READ_WAVE and per acknowledged write (1: the paper's per-slot protocol), and its points.
 TRAIN_CONFIGS = ["32KiB/8/1", "32KiB/2/4", "64KiB/2/8"]
 TRAIN_POINTS = ["fp16:1MiB", "fp16:16MiB", "int8:16MiB"]
 CSV_FIELDS = ["part", "op", "in_place", "root", "dtype", "size", "endpoints", "capacity", "waves",
-              "trains", "seed", "cycles", "us", "bound_cycles", "efficiency", "wall_s", "sim_cps",
+              "trains", "gather_pairs", "seed", "cycles", "us", "bound_cycles", "efficiency", "wall_s", "sim_cps",
               "commit"]
-ROW_KEY = ("part", "op", "in_place", "dtype", "size", "endpoints", "capacity", "waves", "trains")
+ROW_KEY = ("part", "op", "in_place", "dtype", "size", "endpoints", "capacity", "waves", "trains",
+           "gather_pairs")
 
 
 def _sizes(text):
@@ -83,11 +84,11 @@ def plan(args):
             for size in sizes:
                 runs.append(dict(part="endpoints", dtype="fp16", size=size, endpoints=n, **base))
     if "op" in args.parts:
-        for op, in_place in op_cases(args.ops):
+        for op, in_place, pairs in op_cases(args.ops):
             root = _root(args, op)
             for size in (_sizes(args.op_sizes)[:1] if op == "barrier" else _sizes(args.op_sizes)):
                 runs.append(dict(part="op", op=op, in_place=in_place, root=root, dtype="fp16",
-                                 size=size, endpoints=4, **base))
+                                 size=size, endpoints=4, gather_pairs=pairs, **base))
     if "trains" in args.parts:
         for capacity, waves, trains in train_configs(args.train_configs):
             for dtype, size in train_points(args.train_points):
@@ -129,15 +130,19 @@ def _root(args, op):
 
 
 def op_cases(text):
-    """``"allgather:in-place,reduce"`` -> ``[("allgather", True), ("reduce", False)]``."""
+    """``"allgather:in-place:pairs,reduce"`` -> ``[("allgather", True, True), ("reduce", False,
+    False)]``: the operation, in place, and the ISA built with ``gather_pairs`` (``:pairs``, for
+    an in-place AllGather only)."""
     from ..sim.allreduce import OPS
     cases = []
     for item in (s for s in text.split(",") if s):
         op, _, variant = item.partition(":")
-        if op not in OPS or variant not in ("", "in-place") or (op == "barrier" and variant):
+        if (op not in OPS or variant not in ("", "in-place", "in-place:pairs")
+                or (op == "barrier" and variant)
+                or (variant == "in-place:pairs" and op != "allgather")):
             raise ValueError(f"--ops: {item!r} is not an operation ({', '.join(OPS)}) with an "
-                             f"optional ':in-place'")
-        cases.append((op, variant == "in-place"))
+                             f"optional ':in-place' (allgather: or ':in-place:pairs')")
+        cases.append((op, variant != "", variant == "in-place:pairs"))
     return cases
 
 
@@ -202,6 +207,7 @@ def run_point(run, seeds, commit):
     row = {"part": part, "op": cfg.op, "in_place": int(cfg.in_place), "root": cfg.root,
            "dtype": run["dtype"], "size": run["size"], "endpoints": run["endpoints"],
            "capacity": run["capacity"], "waves": run["outstanding"], "trains": cfg.trains,
+           "gather_pairs": int(cfg.gather_pairs),
            "seed": seeds,
            "cycles": cycles, "us": round(cycles / CLOCK_MHZ, 3),
            "bound_cycles": cfg.bound_bytes / flit_bytes(cfg),
@@ -254,7 +260,8 @@ def run_all(runs, seeds, log=print, where=None):
 
 def case_name(row):
     """An op row's case as ``--ops`` spells it (``allgather:in-place``), with its root."""
-    name = row["op"] + (":in-place" if row.get("in_place") else "")
+    name = (row["op"] + (":in-place" if row.get("in_place") else "")
+            + (":pairs" if row.get("gather_pairs") else ""))
     return name + (f" (root {row['root']})" if row["op"] in ROOTED_OPS else "")
 
 
@@ -429,11 +436,12 @@ def slot_link_cycles(dtype, trains, link):
 
 
 def hop_runs(args):
-    """The op sweep's hop traces: every case of ``--ops`` at ``--hop-size``, on Icarus."""
+    """The op sweep's hop traces: every case of ``--ops`` at ``--hop-size``, on Icarus (but the
+    ``:pairs`` cases: pairs need whole 4 KiB pages, and ``--hop-size`` is less)."""
     size = parse_size(args.hop_size)
     return [AllReduceConfig(op=op, in_place=in_place, size=size, sim="icarus", trace=True,
                             root=_root(args, op))
-            for op, in_place in op_cases(args.ops)]
+            for op, in_place, pairs in op_cases(args.ops) if not pairs]
 
 
 def hop_section(cfgs, log=print):
@@ -500,7 +508,8 @@ def add_arguments(p):
                         "4 endpoints are in the size sweep)")
     p.add_argument("--ops", default=",".join(OP_CASES),
                    help="the op sweep's cases, each an operation with an optional ':in-place' "
-                        "(default: %(default)s)")
+                        "(allgather:in-place:pairs: on an ISA built with gather_pairs; default: "
+                        "%(default)s)")
     p.add_argument("--op-sizes", default=",".join(OP_SIZES),
                    help="per-rank sizes of the op sweep (default: %(default)s)")
     p.add_argument("--root", type=int, default=1,

@@ -9,6 +9,7 @@ switch with the NVLS engine, NVLS All-Reduces beside SCIN collectives and refuse
 accesses (``sim/nvls_soak.py``). See ``sim/soak.py`` and ``docs/RELIABILITY.md``.
 """
 
+import argparse
 import json
 import sys
 
@@ -33,6 +34,10 @@ def add_arguments(p):
     p.add_argument("--trains", type=int, default=2,
                    help="the ISA's read and write trains, in slots (READ_WAVE, WRITE_POSTED; 1: "
                         "one READ and one WRITE_RESP per slot, the paper's protocol; default: 2)")
+    p.add_argument("--gather-pairs", action=argparse.BooleanOptionalAction, default=True,
+                   help="build the ISA with gather_pairs: in-place AllGathers of whole 4 KiB "
+                        "pages run in pairs of ranks (docs/ISA.md; default: on; not with "
+                        "--nvls)")
     p.add_argument("--in-order", action="store_true",
                    help="memories answer reads in order (default: reordered across IDs)")
     p.add_argument("--nvls", action="store_true",
@@ -73,6 +78,8 @@ def replay_command(args):
             parts.append(f"--{name.replace('_', '-')} {value}")
     if args.in_order:
         parts.append("--in-order")
+    if not args.gather_pairs:
+        parts.append("--no-gather-pairs")
     if args.nvls:
         parts.append("--nvls")
     return " ".join(parts)
@@ -161,7 +168,7 @@ def run(args):
                     fault_rate=args.fault_rate, traffic_rate=args.traffic_rate,
                     reorder=not args.in_order, groups=args.groups, nvls=args.nvls,
                     max_size=None if args.max_size is None else parse_size(args.max_size),
-                    trains=args.trains)
+                    trains=args.trains, gather_pairs=args.gather_pairs)
     cfg = SoakConfig(**settings)   # checks the parameters before anything runs
     if args.seeds > 1:
         if args.coverage_report:
@@ -186,6 +193,8 @@ def run(args):
     print(f"  {'operation':{w}s} {'ok':>5s} {'failed':>7s}")
     for op, counts in summary["ops"].items():
         print(f"  {op:{w}s} {counts['ok']:5d} {counts['FAILED']:7d}")
+    if summary.get("paired"):
+        print(f"  in-place AllGathers run in pairs of ranks: {summary['paired']}")
     if summary.get("modes"):
         print(f"  {'descriptor mode':{w}s} {'ok':>5s} {'failed':>7s}   "
               f"({summary['pushed']} pushed)")

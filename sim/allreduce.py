@@ -69,7 +69,9 @@ class CollectiveConfig:
     push resource; 0 builds no push mode; push and auto need it, and get 32 KiB if it is 0).
     ``trains`` is the ISA's ``read_train`` and ``write_train`` (wave-level requests: up to that
     many slots per ``READ_WAVE`` and per acknowledged write; 1, the default: the paper's one
-    READ and one WRITE_RESP per slot)."""
+    READ and one WRITE_RESP per slot). ``gather_pairs`` builds the ISA with ``gather_pairs``: an
+    in-place AllGather of whole 4 KiB pages runs in pairs of ranks (docs/ISA.md); off, the
+    default, is the paper's configuration."""
     op:              str = "allreduce"
     endpoints:       int = 4
     dtype:           str = "fp16"
@@ -91,6 +93,7 @@ class CollectiveConfig:
     mode:            str = "pull"
     push_capacity:   int = 0
     trains:          int = 1
+    gather_pairs:    bool = False
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -124,6 +127,8 @@ class CollectiveConfig:
         if not isinstance(self.trains, int) or not 1 <= self.trains <= max(1, self.capacity // 4096):
             raise ValueError(f"trains must be between 1 and the {self.capacity // 4096} slots of "
                              f"the wave table (capacity / 4 KiB), not {self.trains!r}")
+        if not isinstance(self.gather_pairs, bool):
+            raise ValueError(f"gather_pairs must be True or False, not {self.gather_pairs!r}")
         if self.replays < 1:
             raise ValueError(f"replays must be at least 1, not {self.replays}")
         if self.trace:
@@ -203,7 +208,8 @@ def plan_params(plan):
     push = plan.get("push_capacity", 0)
     isa = IsaParams(fabric=fabric, capacity=plan["capacity"], waves=plan["outstanding"],
                     push_resources=1 if push else 0, push_capacity=push or 16384,
-                    read_train=plan.get("trains", 1), write_train=plan.get("trains", 1))
+                    read_train=plan.get("trains", 1), write_train=plan.get("trains", 1),
+                    gather_pairs=plan.get("gather_pairs", False))
     return SystemParams(isa=isa, one_way_latency=plan["one_way_latency"],
                         mem_latency=plan["mem_latency"], mem_size=plan["mem_size"],
                         reorder=plan["reorder"])
@@ -380,7 +386,7 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
         "traffic_intact": bool(traffic_ok) if cfg.traffic else None,
         "params": {k: plan[k] for k in ("one_way_latency", "mem_latency", "reorder", "capacity",
                                         "outstanding", "flag_mode", "flit_width", "mem_size",
-                                        "push_capacity", "trains")},
+                                        "push_capacity", "trains", "gather_pairs")},
         "wall_seconds": round(wall, 2), "sim_cycles_per_second": sim_cps, "run_dir": str(run_dir),
     }
     if cfg.trace:

@@ -76,6 +76,7 @@ from .allreduce import (CollectiveConfig, memory_map, expected_images, write_mem
 from .collective_buffers import Buffers
 from .coverage import SHARDED, Coverage, bins_of
 from ..hdl.isa import Op, PUSH_OPS
+from ..hdl.isa.plan import paired
 
 __all__ = ["SoakConfig", "make_plan", "run_soak", "verify", "expected_window", "FAULTS", "OPS",
            "BAD_DESC_KINDS", "PUSH_BAD_KINDS", "PUSHABLE", "MODES", "plan_coverage",
@@ -128,11 +129,14 @@ class SoakConfig:
 
     def __init__(self, count=20, seed=1, endpoints=4, sim="verilator", fault_rate=0.2,
                  traffic_rate=0.3, reorder=True, capacity=16384, waves=4, max_size=None,
-                 groups="random", nvls=False, push_capacity=PUSH_CAPACITY, trains=TRAINS):
+                 groups="random", nvls=False, push_capacity=PUSH_CAPACITY, trains=TRAINS,
+                 gather_pairs=True):
         # nvls: the NVLS soak (:mod:`.nvls_soak`) on the 64 KiB memories of the NVLS system.
         # push_capacity: the push space per participant of sync resource 0 (0: no push mode;
         # the NVLS soak's switch has none). trains: the ISA's read and write trains (1: the
-        # per-slot protocol; docs/ISA.md, Wave-level requests).
+        # per-slot protocol; docs/ISA.md, Wave-level requests). gather_pairs: the ISA runs
+        # in-place AllGathers of whole pages in pairs of ranks (docs/ISA.md; the NVLS soak's
+        # system has no such ISA option, so it is off there).
         if max_size is None:
             max_size = 4096 if nvls else 32768
         top = 8 << 10 if nvls else 256 << 10
@@ -164,6 +168,9 @@ class SoakConfig:
             raise ValueError(f"trains must be an integer between 1 and the {capacity // 4096} "
                              f"slots of the wave table, not {trains!r}")
         self.trains = trains
+        if not isinstance(gather_pairs, bool):
+            raise ValueError(f"gather_pairs must be True or False, not {gather_pairs!r}")
+        self.gather_pairs = gather_pairs and not nvls
 
     def hardware(self):
         """The plan dict :func:`plan_params` takes: with push space, one push resource of
@@ -176,6 +183,8 @@ class SoakConfig:
             hw["push_capacity"] = self.push_capacity
         if self.trains > 1:
             hw["trains"] = self.trains
+        if self.gather_pairs:
+            hw["gather_pairs"] = True
         return hw
 
 
@@ -367,6 +376,12 @@ def collective_entry(rng, k, isa, members, fault, kind, shape, layout, addr, *, 
         desc["mode"], mode = PushMode.PULL.value, "pull"
     pushed = fault == "none" and push_mode(desc, isa) == PushMode.PUSH
     reasons = check_descriptor(desc, isa)
+    # The ISA runs it in pairs of ranks (docs/ISA.md, Paired AllGather).
+    in_pairs = (isa.gather_pairs and not reasons and shape.op == "allgather"
+                and paired(Op.ALLGATHER, desc["participants"], shape.data_bytes,
+                           fabric=isa.fabric, int8=shape.dtype == "int8",
+                           in_place=desc["src_addr"] == desc["dst_addr"],
+                           pushed=push_mode(desc, isa) == PushMode.PUSH))
     assert bool(reasons) == (fault == "bad_desc"), (k, fault, kind, desc, reasons)
     assert not no_barrier or desc["mode"] == PushMode.PUSH.value and reasons[-1:] and \
         "push" in reasons[-1], (k, kind, desc, reasons)
@@ -384,7 +399,7 @@ def collective_entry(rng, k, isa, members, fault, kind, shape, layout, addr, *, 
              "want_status": (status & data_flags) if fault == "none" else FlagStatus.ERROR.value,
              # A PUSH that cannot push has no barrier: its ERROR flags carry generation 0.
              "generation": 0 if no_barrier else generation, "flag": flag,
-             "mode": mode, "pushed": pushed, "no_barrier": no_barrier}
+             "mode": mode, "pushed": pushed, "no_barrier": no_barrier, "paired": in_pairs}
     return desc, entry, loads
 
 
@@ -750,5 +765,6 @@ def verify(expected, plan, result, memories):
             "modes": {m: modes[m] for m in ("pull", "push", "auto:push", "auto:pull")
                       if m in modes},
             "pushed": sum(bool(e.get("pushed")) for e in expected),
+            "paired": sum(bool(e.get("paired")) for e in expected),
             "ordinary_writes": traffic_ok + traffic_bad, "ordinary_writes_intact": traffic_ok,
             "isolation_checks": isolation_checks, "failures": failures[:50]}

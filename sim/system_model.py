@@ -969,16 +969,18 @@ def _read_csv(path, defaults, required):
 def read_bench_csv(path):
     """The rows of a ``bench.csv`` (``scin bench``) as dicts, numbers as numbers; rows written
     before the op axis existed are All-Reduces, and rows before the trains axis ran the paper's
-    per-slot protocol (``trains`` 1)."""
-    return _read_csv(path, {"op": "allreduce", "in_place": 0, "root": 0, "trains": 1},
+    per-slot protocol (``trains`` 1) on an ISA without ``gather_pairs``."""
+    return _read_csv(path, {"op": "allreduce", "in_place": 0, "root": 0, "trains": 1,
+                            "gather_pairs": 0},
                      ("part", "op", "dtype", "size", "endpoints", "cycles"))
 
 
 def _per_slot_protocol(rows):
     """The rows the model is fitted to and checked against: the sweeps of the paper's per-slot
     protocol, not ``scin bench --parts trains`` (a study of the wave-level requests, whose
-    per-slot rows repeat the size sweep's points at another commit)."""
-    return [r for r in rows if r["part"] != "trains"]
+    per-slot rows repeat the size sweep's points at another commit), nor the op sweep's
+    AllGathers in pairs of ranks (``gather_pairs``, not the paper's configuration)."""
+    return [r for r in rows if r["part"] != "trains" and not r.get("gather_pairs")]
 
 
 def _variable_cycles(row, f, control, int8_slot):

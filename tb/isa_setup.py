@@ -37,9 +37,11 @@ def isa_params(cfg):
     # makes messages of more than 4 slots (16 KiB) exercise wave regulation and slot reuse; two
     # push resources of 2 slots each let two groups push at once, beside pulled collectives;
     # trains of 2 slots (a wave) put READ_WAVE and WRITE_POSTED under every case here (the
-    # system tests' builds keep the per-slot protocol).
+    # system tests' builds keep the per-slot protocol); in-place AllGathers of whole pages run in
+    # pairs of ranks (the system tests' builds keep one phase per rank, the paper's).
     return IsaParams(fabric=FabricParams(ports=4), capacity=16384, waves=2, timeout=TEST_TIMEOUT,
-                     push_resources=2, push_capacity=8192, read_train=2, write_train=2)
+                     push_resources=2, push_capacity=8192, read_train=2, write_train=2,
+                     gather_pairs=True)
 
 
 def make_inputs(rng, dtype, n_parts, elements):

@@ -346,9 +346,21 @@ def test_bench_op_part_lists_every_case_and_its_hop_trace():
     assert "'op': 'allgather', 'in_place': True" in lines[0] and "'root': 2" in lines[2]
     assert lines[5].endswith("allgather:in-place 64 B, icarus, traced")
     assert "reduce (root 2)" in lines[6]
-    for bad in ("allgather:inplace", "scan", "barrier:in-place"):
+    for bad in ("allgather:inplace", "scan", "barrier:in-place", "reduce:in-place:pairs",
+                "allgather:pairs"):
         code, _, err = run("bench", "--dry-run", "--parts", "op", "--ops", bad)
         assert code == 2 and f"--ops: {bad!r} is not an operation" in err, err
+
+
+def test_bench_pairs_case_builds_the_isa_with_gather_pairs_and_traces_nothing():
+    """``allgather:in-place:pairs`` is the in-place AllGather on an ISA with ``gather_pairs``
+    (its rows say so); it has no hop trace (pairs need whole 4 KiB pages)."""
+    code, out, err = run("bench", "--dry-run", "--parts", "op", "--ops",
+                         "allgather:in-place,allgather:in-place:pairs", "--op-sizes", "1MiB")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 3 and lines[2].startswith("[hops 1/1]"), lines
+    assert "'gather_pairs': False" in lines[0] and "'gather_pairs': True" in lines[1], lines
 
 
 def test_bench_efficiency_is_against_each_operations_bound():

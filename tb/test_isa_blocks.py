@@ -21,7 +21,7 @@ from scin.hdl.isa.barrier import BarrierManager
 from scin.hdl.isa.feeder import Feeder
 from scin.hdl.isa.instruction_buffer import InstructionBuffer
 from scin.hdl.isa.interfaces import flag_request_layout, job_layout, message_layout
-from scin.hdl.isa.plan import op_plan, ranks, segments
+from scin.hdl.isa.plan import op_plan, paired, ranks, segments
 from scin.hdl.isa.read_issuer import ReadIssuer
 from scin.hdl.isa.table_manager import TableManager
 from scin.hdl.isa.wave_controller import DescriptorCheck, Watchdog
@@ -346,11 +346,16 @@ def test_table_manager_hands_out_slots_in_ring_order_and_frees_whole_waves(mode,
 def _message(p, op, dtype, mask, nbytes, *, root=0, src_addr=0, dst_addr=0, src_scale_addr=0,
              dst_scale_addr=0):
     """A ``run.msg`` dict for ``op``: its plan flags from :func:`op_plan` (in place when
-    ``src_addr == dst_addr``) and its root's port one-hot."""
+    ``src_addr == dst_addr``), its root's port one-hot and, with ``gather_pairs``, its ``pair``
+    flag (:func:`paired`)."""
     plan = op_plan(op, src_addr == dst_addr)
+    pair = (dict(pair=int(paired(op, mask, nbytes, fabric=p.fabric, int8=dtype == DType.INT8,
+                                 in_place=src_addr == dst_addr)))
+            if p.gather_pairs else {})
     return dict(dtype=dtype, mask=mask, bytes=nbytes, src_addr=src_addr, dst_addr=dst_addr,
                 src_scale_addr=src_scale_addr, dst_scale_addr=dst_scale_addr,
-                root=1 << ranks(mask)[root], **{k: int(v) for k, v in plan._asdict().items()})
+                root=1 << ranks(mask)[root], **{k: int(v) for k, v in plan._asdict().items()},
+                **pair)
 
 
 #: The read issuer's messages: (op, dtype, mask, bytes per rank, root, src, dst, src/dst scales).
@@ -366,6 +371,10 @@ ISSUER_MESSAGES = [
     (Op.ALLGATHER, DType.INT8, 0b1001, 64 * 70, 0, 0x8000, 0x20000, 0x1000, 0x2000),
     (Op.BROADCAST, DType.FP16, 0b1111, 4096 + 64, 2, 0x5000, 0x5000, 0, 0),
     (Op.REDUCE, DType.INT8, 0b1110, 64 * 20, 1, 0x6000, 0x7000, 0x800, 0x900),
+    # Whole pages in place: in pairs of ranks with gather_pairs (three ranks: two phases; two
+    # ranks: one), one phase per rank without it.
+    (Op.ALLGATHER, DType.FP16, 0b1011, 3 * 4096, 0, 0x40000, 0x40000, 0, 0),
+    (Op.ALLGATHER, DType.BF16, 0b0110, 4096, 0, 0x8000, 0x8000, 0, 0),
 ]
 
 
@@ -390,14 +399,15 @@ def _read_pieces(p, hdr):
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("train", [1, 4])
-def test_read_issuer_walks_each_operation_segment_by_segment(mode, train):
+@pytest.mark.parametrize("train, pairs", [(1, False), (4, False), (1, True), (4, True)])
+def test_read_issuer_walks_each_operation_segment_by_segment(mode, train, pairs):
     """Every operation's segments (read set, write set, offsets, lengths: :func:`segments`), its
     arms, jobs and read requests with their tags and addresses, data and INT8 scales. With read
     trains (``read_train = 4``), a READ_WAVE stands for the READs of its slots (each armed with
-    the train's issue number); without stalls trains form (eager mode checks some do)."""
+    the train's issue number); without stalls trains form (eager mode checks some do). With
+    ``gather_pairs`` a paired AllGather's segments read two ranks, the higher ``C`` further on."""
     rng = _rng("issuer", mode)
-    p = IsaParams(read_train=train)
+    p = IsaParams(read_train=train, gather_pairs=pairs)
     f = p.fabric
     dut = ReadIssuer(p)
     idle, stall = _pauses(mode)
@@ -439,10 +449,13 @@ def test_read_issuer_walks_each_operation_segment_by_segment(mode, train):
             assert seqs == list(range(len(arms)))
         else:       # a train's slots share its issue number
             assert all(0 <= b - a <= 1 for a, b in zip(seqs, seqs[1:])), seqs
+        phases = 0
         for op, msg, root in messages:
             int8 = msg["dtype"] == DType.INT8
-            for seg in segments(op, msg["mask"], msg["bytes"], fabric=f, int8=int8, root=root,
-                                in_place=msg["src_addr"] == msg["dst_addr"]):
+            segs = segments(op, msg["mask"], msg["bytes"], fabric=f, int8=int8, root=root,
+                            in_place=msg["src_addr"] == msg["dst_addr"], gather_pairs=pairs)
+            phases += sum(op == Op.ALLGATHER and bin(seg.rmask).count("1") == 2 for seg in segs)
+            for seg in segs:
                 slot, seq = slots[issue], seqs[issue]
                 assert arms[issue] == dict(slot=slot, mask=seg.rmask, scales=int(int8), seq=seq)
                 expect_jobs.append(dict(slot=slot, rmask=seg.rmask, wmask=seg.wmask,
@@ -450,8 +463,10 @@ def test_read_issuer_walks_each_operation_segment_by_segment(mode, train):
                 for i in ranks(seg.rmask):
                     hdr = dict(opcode=Opcode.READ.value, msg_class=MsgClass.REQ.value, inc=1,
                                status=0, src=i, dst=i)
+                    # A pair's higher rank: its shard is C further on.
+                    further = msg["bytes"] if msg.get("pair") and seg.rmask & ((1 << i) - 1) else 0
                     expect_reqs[i].append(dict(hdr, length=seg.bytes,
-                                               addr=msg["src_addr"] + seg.src_off,
+                                               addr=msg["src_addr"] + seg.src_off + further,
                                                tag=read_tag(p, slot, ReadKind.DATA, seq)))
                     if int8:
                         expect_reqs[i].append(dict(
@@ -485,6 +500,8 @@ def test_read_issuer_walks_each_operation_segment_by_segment(mode, train):
                     assert scale_["length"] == data_["length"] // 32, (a, b)
                     assert scale_["opcode"] == data_["opcode"], (a, b)
         assert ctx.get(dut.counters.slots) == issue == len(arms)
+        # The paired messages' segments read two ranks (2 x 3 pages, 1 page) with gather_pairs.
+        assert phases == (3 * 2 + 1 if pairs else 0), phases
         assert max(trains) <= train
         if mode == "eager":         # no stall: every run of full pages forms trains, INT8 too
             assert (max(trains) > 1) == (train > 1)

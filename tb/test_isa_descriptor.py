@@ -168,6 +168,7 @@ def test_bad_isa_parameters_are_rejected(kwargs, message):
     (dict(descriptors=True), r"^descriptors must be an integer, not True$"),
     (dict(timeout=2048.0), r"^timeout must be an integer, not 2048\.0$"),
     (dict(fabric=256), r"^fabric must be a FabricParams, not 256$"),
+    (dict(gather_pairs=1), r"^gather_pairs must be a bool, not 1$"),
 ])
 def test_isa_parameters_of_the_wrong_type_are_rejected(kwargs, message):
     with pytest.raises(TypeError, match=message):

@@ -29,10 +29,12 @@ def check(report):
 
 
 #: The hardware of ``scin soak`` (sim/soak.py's defaults): a 16 KiB wave table in 4 waves,
-#: reordered memory responses, one push resource of 16 KiB per participant, trains of 2 slots.
+#: reordered memory responses, one push resource of 16 KiB per participant, trains of 2 slots,
+#: in-place AllGathers of whole pages in pairs of ranks (``gather_pairs``).
 #: A case on it shares the soak's simulator build.
 SOAK_HARDWARE = {k: SoakConfig().hardware()[k]
-                 for k in ("capacity", "outstanding", "reorder", "push_capacity", "trains")}
+                 for k in ("capacity", "outstanding", "reorder", "push_capacity", "trains",
+                           "gather_pairs")}
 
 SMALL = {
     "fp16_64B":      dict(dtype="fp16", size=64),
@@ -106,7 +108,8 @@ def test_push_cases_share_the_soak_build():
     ``scin soak`` builds (the same parameters, so the same Verilog and simulator model): push mode
     adds no build to the suite."""
     soak = repr(plan_params(SoakConfig().hardware()))
-    cases = [{**c, **SOAK_HARDWARE} for c, _ in (*PUSH.values(), *ICARUS_PUSH.values())] + \
+    cases = [{**c, **SOAK_HARDWARE}
+             for c, _ in (*PUSH.values(), *ICARUS_PUSH.values(), *PAIRED.values())] + \
         [LARGE["fp16_reorder_random"], LARGE["int8_reorder_random"]]
     for case in cases:
         cfg = AllReduceConfig(**case)
@@ -178,6 +181,28 @@ COLLECTIVES = {
     "reduce_bf16_root2":             dict(op="reduce", dtype="bf16", size=64 << 10, root=2),
     "barrier":                       dict(op="barrier", replays=3),
 }
+
+
+#: In-place AllGathers on the soak's hardware (``gather_pairs``, reordered memories): whole pages
+#: run in pairs of ranks, ``N - 1`` phases (checked by the slots issued); a shard that is not
+#: whole pages runs one phase per rank. ``(configuration, slots)``.
+PAIRED = {
+    "allgather_fp16_in_place_pairs":  (dict(op="allgather", dtype="fp16", size=8 << 10,
+                                            in_place=True, seed=3), 3 * 2),
+    "allgather_bf16_in_place_unpaired": (dict(op="allgather", dtype="bf16", size=(4 << 10) + 64,
+                                              in_place=True, seed=4), 4 * 2),
+}
+
+
+@pytest.mark.parametrize("case", PAIRED)
+def test_system_allgather_in_pairs(case):
+    """Bit for bit as :func:`test_system_collective`, and the phases the ISA ran."""
+    config, slots = PAIRED[case]
+    report = run_allreduce(AllReduceConfig(sim="verilator", **config, **SOAK_HARDWARE),
+                           log=lambda *_: None)
+    check(report)
+    assert report["params"]["gather_pairs"] is True
+    assert report["counters"]["slots"] == slots, report["counters"]
 
 
 @pytest.mark.parametrize("case", COLLECTIVES)

@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..params import check_type
 from .datapath.common import input_layout, output_layout
 from .descriptor import IsaParams
-from .interfaces import RunControl, feed_layout
+from .interfaces import RunControl, feed_layout, result_layout
 
 
 __all__ = ["CopyPath"]
@@ -33,8 +33,8 @@ class CopyPath(wiring.Component):
         To the datapath.
     dp_out : In(stream.Signature(output_layout))
         From the datapath.
-    out : Out(stream.Signature(output_layout))
-        To the write-back.
+    out : Out(stream.Signature(result_layout))
+        To the write-back (with ``gather_pairs``, a copied slot's ``other`` flit too).
     """
 
     def __init__(self, params):
@@ -46,7 +46,7 @@ class CopyPath(wiring.Component):
             "feed":   In(stream.Signature(feed_layout(params))),
             "dp_in":  Out(stream.Signature(inp)),
             "dp_out": In(stream.Signature(outp)),
-            "out":    Out(stream.Signature(outp)),
+            "out":    Out(stream.Signature(result_layout(params))),
         })
 
     def elaborate(self, platform):
@@ -62,11 +62,15 @@ class CopyPath(wiring.Component):
                 out.payload.scale.eq(feed.payload.one.scale),
                 out.payload.status.eq(0),
             ]
+            if self._params.gather_pairs:
+                m.d.comb += out.payload.other.eq(feed.payload.other)
         with m.Else():
             m.d.comb += [
                 self.dp_in.valid.eq(feed.valid),
                 feed.ready.eq(self.dp_in.ready),
-                out.valid.eq(self.dp_out.valid), out.payload.eq(self.dp_out.payload),
+                out.valid.eq(self.dp_out.valid),
+                *(out.payload[name].eq(self.dp_out.payload[name])
+                  for name, _ in self.dp_out.payload.shape()),
                 self.dp_out.ready.eq(out.ready),
             ]
         return m

@@ -200,6 +200,17 @@ class IsaParams:
         reported by the next acknowledged write) except the last packet of every
         ``write_train``-th slot and of the message's last slot, so the links carry one response
         flit per ``write_train`` slots. Flags are always acknowledged. At most 64.
+    gather_pairs : bool
+        In-place AllGather in pairs of ranks (docs/ISA.md, Paired AllGather). False (the
+        default, the paper's configuration): one phase per rank, each rank's shard read and
+        written to every other rank, so a link is idle one phase in N (the in-place bound is
+        ``N - 1`` phases). True: ``N - 1`` phases, phase ``j`` reading ranks ``j`` and ``j + 1``
+        at once and writing rank ``j``'s shard to the ranks above ``j`` and rank ``j + 1``'s to
+        the others, so every link carries data in every phase. It adds a second copy output
+        to the feeder and a per-port choice of flit and address to the write-back and the read
+        requests (docs/RESOURCES.md). It applies to pulled FP16 and BF16 in-place AllGathers of
+        two or more ranks whose shard is a whole number of ``max_payload`` pages; any other
+        AllGather runs one phase per rank as without it.
     """
     fabric:         FabricParams = field(default_factory=FabricParams)
     capacity:       int = 32768
@@ -213,6 +224,7 @@ class IsaParams:
     push_threshold: int = None
     read_train:     int = 1
     write_train:    int = 1
+    gather_pairs:   bool = False
 
     def __post_init__(self):
         f = check_type("fabric", self.fabric, FabricParams)
@@ -265,6 +277,7 @@ class IsaParams:
                              f"cuts trains into {f.train_piece_bytes}-byte pieces (max_payload "
                              f"{f.max_payload}, {f.flit_width}-bit flits): read_train must be 1")
         check_int("write_train", self.write_train, 1, 64)
+        check_type("gather_pairs", self.gather_pairs, bool)
 
     @property
     def slots(self):

@@ -41,7 +41,8 @@ class Feeder(wiring.Component):
         The wave tables' read port and progress.
     dp : Out(stream.Signature(feed_layout))
         The datapath's input (``flit``), and the job's first read port's data and scale as they
-        are (``one``: what a copying operation writes).
+        are (``one``: what a copying operation writes); with ``gather_pairs``, also its last read
+        port's data (``other``: a paired phase's higher rank).
     release : Out(SlotRelease)
     counters : Out(stall_data)
         Cycles a job waits for data that has not arrived yet.
@@ -83,6 +84,12 @@ class Feeder(wiring.Component):
         for i in reversed(range(n)):
             with m.If(mask[i]):
                 m.d.comb += first.eq(i)
+        if p.gather_pairs:
+            top = Signal(range(n))          # the highest port of the read set
+            out_top = Signal(range(n))      # ... of the flit on the output
+            for i in range(n):
+                with m.If(mask[i]):
+                    m.d.comb += top.eq(i)
         # The slot's flit being read: a pushed shard may start inside its slot (job.flit).
         at = Signal(range(p.slot_flits + 1))
         m.d.comb += at.eq(k + job.flit if p.push_slots else k)
@@ -105,6 +112,7 @@ class Feeder(wiring.Component):
         with m.If(issue):
             m.d.sync += [out_valid.eq(1), out_last.eq(k + 1 == flits), out_mask.eq(mask),
                          out_first.eq(first),
+                         *([out_top.eq(top)] if p.gather_pairs else []),
                          lane.eq(block % scales_per_flit), k.eq(k + 1)]
             with m.If(k + 1 == flits):
                 m.d.sync += active.eq(0)
@@ -146,4 +154,6 @@ class Feeder(wiring.Component):
             ]
         m.d.comb += [one.data.eq(Array(rd.data)[out_first]),
                      one.scale.eq(Array(lanes)[out_first])]
+        if p.gather_pairs:
+            m.d.comb += self.dp.payload.other.eq(Array(rd.data)[out_top])
         return m

@@ -33,11 +33,12 @@ from ..packet import flag_layout
 from .descriptor import descriptor_layout
 from .dtype import DType, DatapathStatus
 from .plan import OpPlan
-from .datapath.common import input_layout
+from .datapath.common import input_layout, output_layout
 
 
 __all__ = ["COUNTER_BITS", "GENERATION_BITS", "counters_layout", "block_counters_layout",
-           "message_layout", "job_layout", "feed_layout", "arm_layout", "flag_request_layout",
+           "message_layout", "job_layout", "feed_layout", "result_layout", "arm_layout",
+           "flag_request_layout",
            "ProgramPort", "BarrierQuery", "RunControl", "IssueControl", "ReadStatus",
            "WriteStatus", "WaveTableRead", "SlotRelease", "PushControl"]
 
@@ -96,6 +97,8 @@ def message_layout(params):
         # Push mode only: the inputs are in the push slots, from `push_slot` (the resource's
         # first) on. (Absent without push space: constant fields would be undriven bits.)
         **({"push": 1, "push_slot": params.table_slot_bits} if params.push_slots else {}),
+        # gather_pairs only: the collective runs in pairs of ranks (:func:`~.plan.paired`).
+        **({"pair": 1} if params.gather_pairs else {}),
     })
 
 
@@ -122,6 +125,19 @@ def feed_layout(params):
     return data.StructLayout({
         "flit": input_layout(f.ports, f.flit_width),
         "one":  data.StructLayout({"data": f.flit_width, "scale": 16}),
+        # gather_pairs only: the data of the job's highest read port (a paired phase's rank
+        # j + 1, whose flit goes to ranks 0 to j).
+        **({"other": f.flit_width} if params.gather_pairs else {}),
+    })
+
+
+def result_layout(params):
+    """The write-back's input: the datapath's output (:func:`~.datapath.common.output_layout`)
+    and, with ``gather_pairs``, the ``other`` flit of a paired phase (:func:`feed_layout`)."""
+    f = params.fabric
+    return data.StructLayout({
+        **{name: field.shape for name, field in output_layout(f.flit_width)},
+        **({"other": f.flit_width} if params.gather_pairs else {}),
     })
 
 

@@ -16,6 +16,11 @@ write-back serve every operation:
     REDUCE_SCATTER  N       all       rank j                        j*C            0 (in place j*C)
     ALLGATHER       N       rank j    all (in place: but rank j)    0 (in place j*C)  j*C
 
+With ``IsaParams.gather_pairs``, an in-place AllGather that :func:`paired` admits runs ``N - 1``
+phases instead: phase ``j`` reads ranks ``j`` and ``j + 1`` at once (rank ``j + 1`` at ``C``
+further on), writes rank ``j``'s flit to the ranks above ``j`` at ``dst_base`` and rank ``j +
+1``'s to ranks ``0`` to ``j`` at ``dst_base + C``: every port receives a shard in every phase.
+
 ``C`` is the per-rank byte count (``run.msg.bytes``: NCCL's ``count``, ``recvcount`` or
 ``sendcount`` in bytes), ``j`` the phase, and rank ``j`` the ``j``-th participant in ascending port
 order. **In place** (NCCL's ``sendbuff == recvbuff + rank * count`` for AllGather,
@@ -36,7 +41,7 @@ from .descriptor import Op
 from .dtype import BLOCK_ELEMENTS
 
 
-__all__ = ["OpPlan", "op_plan", "Segment", "segments", "ranks", "SCALE_DIVISOR"]
+__all__ = ["OpPlan", "op_plan", "paired", "Segment", "segments", "ranks", "SCALE_DIVISOR"]
 
 #: Data bytes per INT8 scale byte: one 2-byte FP16 scale per 64-byte block.
 SCALE_DIVISOR = BLOCK_ELEMENTS // 2
@@ -78,6 +83,16 @@ def op_plan(op, in_place, pushed=False):
     raise ValueError(f"op {op.name} moves no data")
 
 
+def paired(op, mask, nbytes, *, fabric, int8=False, in_place=False, pushed=False):
+    """Whether an ISA built with ``gather_pairs`` runs this collective in pairs of ranks (the
+    module's table): a pulled, in-place, FP16 or BF16 AllGather of at least two participants whose
+    per-rank ``nbytes`` is a whole number of ``max_payload`` pages (so rank ``j``'s and rank ``j +
+    1``'s segments, ``C`` apart, are cut alike and share one length). The twin of the wave
+    controller's ``msg.pair``."""
+    return (Op(op) == Op.ALLGATHER and in_place and not pushed and not int8
+            and bin(mask).count("1") >= 2 and nbytes % fabric.max_payload == 0)
+
+
 def ranks(mask):
     """The ports of a participant mask in rank order (ascending port number)."""
     return [port for port in range(mask.bit_length()) if mask >> port & 1]
@@ -104,20 +119,35 @@ def _chunk(left, src, dst, page, scale_page):
     return n
 
 
-def segments(op, mask, nbytes, *, fabric, int8=False, root=0, in_place=False, pushed=False):
+def segments(op, mask, nbytes, *, fabric, int8=False, root=0, in_place=False, pushed=False,
+             gather_pairs=False):
     """The segments the read issuer walks for ``op`` over the participants ``mask``, ``nbytes``
     per rank, in order (the twin of :class:`~.read_issuer.ReadIssuer`); ``pushed``: in push
-    mode, where a segment's source offset is its place in the push space."""
+    mode, where a segment's source offset is its place in the push space; ``gather_pairs``: the
+    ISA's parameter (a paired phase's segment reads two ranks and writes every participant; its
+    offsets are the lower rank's)."""
     plan = op_plan(op, in_place, pushed)
     order = ranks(mask)
+    if gather_pairs and paired(op, mask, nbytes, fabric=fabric, int8=int8, in_place=in_place,
+                               pushed=pushed):
+        return _walk([(1 << lo | 1 << hi, mask) for lo, hi in zip(order, order[1:])], plan,
+                     nbytes, fabric, int8)
     sels = order if plan.phased else [order[root]]
+    phases = []
+    for sel in sels:
+        bit = 1 << sel
+        phases.append((bit if plan.read_sel else mask,
+                       (bit if plan.write_sel else mask) & ~(bit if plan.skip_self else 0)))
+    return _walk(phases, plan, nbytes, fabric, int8)
+
+
+def _walk(phases, plan, nbytes, fabric, int8):
+    """The segments of ``phases`` (``(rmask, wmask)`` each, the ``j``-th at ``j * C`` where the
+    plan steps its base), in order, the last marked."""
     page = fabric.max_payload
     scale_page = SCALE_DIVISOR * fabric.flit_bytes if int8 else 0
     out = []
-    for j, sel in enumerate(sels):
-        bit = 1 << sel
-        rmask = bit if plan.read_sel else mask
-        wmask = (bit if plan.write_sel else mask) & ~(bit if plan.skip_self else 0)
+    for j, (rmask, wmask) in enumerate(phases):
         src_base = j * nbytes if plan.src_step else 0
         dst_base = j * nbytes if plan.dst_step else 0
         x = 0

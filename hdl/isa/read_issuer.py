@@ -366,19 +366,29 @@ class ReadIssuer(wiring.Component):
     def _request_queues(self, m, hdr, push, to):
         """One small request queue per port; ``push`` queues the request ``hdr`` at the ports of
         ``to``. Returns whether every queue of ``to`` has room."""
-        f = self._params.fabric
+        p = self._params
+        f = p.fabric
         hdr_layout = f.header_layout
         rooms = []
+        if p.gather_pairs:
+            # A paired phase reads its higher rank's shard ``C`` (the per-rank bytes) further on.
+            msg = self.run.msg
+            further = Signal.like(hdr.addr, name="pair_addr")
+            m.d.comb += further.eq(hdr.addr + msg.bytes)
         for i in range(f.ports):
             q = fifo.SyncFIFOBuffered(width=f.flit_layout.size, depth=4)
             m.submodules[f"req_queue{i}"] = q
+            addr = hdr.addr
+            if p.gather_pairs and i:
+                # Port i is a pair's higher rank when a lower port is read too.
+                addr = Mux(msg.pair & (to[:i] != 0), further, hdr.addr)
             wiring.connect(m, q.r_stream, wiring.flipped(self.req[i]))
             word = Signal(hdr_layout, name=f"hdr{i}")
             # The constant fields are set in the same process as the copied ones, so none becomes
             # a constant-only `always @*` block (which no simulator runs; Verilator ALWNEVER).
             opcode = (Mux(hdr.wave, Opcode.READ_WAVE, Opcode.READ) if self._params.read_train > 1
                       else Opcode.READ)
-            m.d.comb += [word.length.eq(hdr.length), word.tag.eq(hdr.tag), word.addr.eq(hdr.addr),
+            m.d.comb += [word.length.eq(hdr.length), word.tag.eq(hdr.tag), word.addr.eq(addr),
                          word.opcode.eq(opcode), word.msg_class.eq(MsgClass.REQ),
                          word.inc.eq(1), word.status.eq(0), word.src.eq(i), word.dst.eq(i)]
             m.d.comb += [
@@ -414,8 +424,15 @@ class ReadIssuer(wiring.Component):
             w.wmask.eq(Mux(msg.write_sel, sel, mask) & ~Mux(msg.skip_self, sel, 0)),
             w.chunk.eq(_segment_bytes(p, left, w.src_off, w.dst_off, msg.dtype == DType.INT8)),
         ]
+        final = later == 0                  # the last phase: no rank above the selected one
+        if p.gather_pairs:
+            # In pairs: the selected rank and the next are read, every participant written, and
+            # the last phase is the one whose next rank is the highest.
+            with m.If(msg.pair):
+                m.d.comb += [w.rmask.eq(sel | nxt), w.wmask.eq(mask)]
+            final = Mux(msg.pair, (later & ~nxt) == 0, final)
         phase_end = w.chunk == left
-        m.d.comb += w.last.eq(phase_end & (~msg.phased | (later == 0)))
+        m.d.comb += w.last.eq(phase_end & (~msg.phased | final))
         with m.If(w.begin):
             m.d.sync += [sel.eq(Mux(msg.phased, first, msg.root)), x.eq(0), w.src_off.eq(0),
                          w.dst_off.eq(0), w.done.eq(0)]

@@ -9,13 +9,12 @@ from amaranth.lib.wiring import In, Out
 from ..codec import pack
 from ..packet import MsgClass, Opcode, Status
 from ..transport import packet_signature
-from .datapath.common import output_layout
 from ..params import check_type
 from .descriptor import IsaParams, write_tag_layout
 from .dtype import DType, BLOCK_ELEMENTS
 from .plan import SCALE_DIVISOR
-from .interfaces import (job_layout, flag_request_layout, block_counters_layout, RunControl,
-                         WriteStatus)
+from .interfaces import (job_layout, flag_request_layout, block_counters_layout, result_layout,
+                         RunControl, WriteStatus)
 
 
 __all__ = ["WriteBack", "WriteTags", "flag_request_layout", "write_tag"]
@@ -194,7 +193,7 @@ class WriteBack(wiring.Component):
         super().__init__({
             "run":      In(RunControl(params)),
             "job":      In(stream.Signature(job_layout(params))),
-            "dp":       In(stream.Signature(output_layout(f.flit_width))),
+            "dp":       In(stream.Signature(result_layout(params))),
             "flag":     In(stream.Signature(flag_request_layout(params))),
             "wr":       Out(pkt).array(f.ports),
             "wresp":    In(pkt).array(f.ports),
@@ -227,7 +226,7 @@ class WriteBack(wiring.Component):
         with m.If(self.dp.valid & self.dp.ready):
             m.d.sync += st.status.eq(st.status | self.dp.payload.status)
 
-        out = self._output_queues(m, tags)
+        out = self._output_queues(m, tags, job)
         scales = self._scale_collector(m, flush)
 
         left = Signal(range(p.slot_flits + 1))
@@ -241,7 +240,7 @@ class WriteBack(wiring.Component):
             with m.If(flush):               # an abort ends the train: the next slot starts one
                 m.d.sync += since.eq(0)
         int8 = msg.dtype == DType.INT8
-        with m.FSM():
+        with m.FSM() as fsm:
             def take_job():
                 """Take the next job (its header goes out next cycle)."""
                 m.d.comb += self.job.ready.eq(1)
@@ -292,6 +291,8 @@ class WriteBack(wiring.Component):
                 ]
                 with m.If(out.room):
                     m.next = "IDLE"
+        if p.gather_pairs:
+            m.d.comb += out.pair.eq(msg.pair & (fsm.ongoing("HEADER") | fsm.ongoing("DATA")))
         return m
 
     def _count_train(self, m, acked, since, last):
@@ -301,11 +302,14 @@ class WriteBack(wiring.Component):
         done = last | (since == self._params.write_train - 1)
         m.d.sync += [acked.eq(done), since.eq(Mux(done, 0, since + 1))]
 
-    def _output_queues(self, m, tags):
+    def _output_queues(self, m, tags, job):
         """Per-port output queues; a flit is pushed to every port of ``tags.mask`` at once.
         Returns the controls: ``push``, ``is_header``, the header fields ``hdr`` (length, tag,
-        addr), ``body``/``body_last`` and ``room`` (every queue of the mask has room)."""
-        f = self._params.fabric
+        addr), ``body``/``body_last`` and ``room`` (every queue of the mask has room); with
+        ``gather_pairs``, ``pair`` (a paired phase's result packet: the ports up to the lowest
+        of ``job``'s read set take ``other`` at ``C`` further on, see :mod:`.plan`)."""
+        p = self._params
+        f = p.fabric
         hdr_layout = f.header_layout
         mask = tags.mask
         posted = self._params.write_train > 1
@@ -317,23 +321,35 @@ class WriteBack(wiring.Component):
                                           "addr": hdr_layout["addr"].shape}
                                          | ({"posted": 1} if posted else {}))))
         rooms = []
+        if p.gather_pairs:
+            out.pair, out.other = Signal(), Signal(f.flit_width)
+            out.further = Signal.like(out.hdr.addr)
+            lowest = Signal(f.ports)            # the lowest port of the job's read set, one-hot
+            m.d.comb += [out.further.eq(out.hdr.addr + self.run.msg.bytes),
+                         lowest.eq(job.rmask & -job.rmask)]
         for i in range(f.ports):
             q = fifo.SyncFIFOBuffered(width=f.flit_layout.size, depth=4)
             m.submodules[f"wr_queue{i}"] = q
             wiring.connect(m, q.r_stream, wiring.flipped(self.wr[i]))
             rooms.append(Mux(mask[i], q.w_rdy, 1))
             word = Signal(hdr_layout, name=f"hdr{i}")
+            addr, body = out.hdr.addr, out.body
+            if p.gather_pairs:
+                # Ports 0 to the lower rank's take the higher rank's flit, C further on.
+                other = Signal(name=f"other{i}")
+                m.d.comb += other.eq(out.pair & (lowest[i:] != 0))
+                addr, body = Mux(other, out.further, addr), Mux(other, out.other, body)
             # The constant fields are set in the same process as the copied ones, so none becomes
             # a constant-only `always @*` block (which no simulator runs; Verilator ALWNEVER).
             m.d.comb += [word.length.eq(out.hdr.length), word.tag.eq(out.hdr.tag),
-                         word.addr.eq(out.hdr.addr),
+                         word.addr.eq(addr),
                          word.opcode.eq(Mux(out.hdr.posted, Opcode.WRITE_POSTED, Opcode.WRITE)
                                         if posted else Opcode.WRITE),
                          word.msg_class.eq(MsgClass.WRITE),
                          word.inc.eq(1), word.status.eq(0), word.src.eq(i), word.dst.eq(i)]
             m.d.comb += [
                 q.w_data.eq(Mux(out.is_header, f.header_flit(word, last=0),
-                                Cat(out.body, out.body_last))),
+                                Cat(body, out.body_last))),
                 q.w_en.eq(out.push & mask[i]),
             ]
         out.room = Cat(rooms).all()
@@ -404,6 +420,8 @@ class WriteBack(wiring.Component):
                 st.busy.eq(1), dp.ready.eq(out.room), out.push.eq(dp.valid & out.room),
                 out.body.eq(dp.payload.data), out.body_last.eq(left == 1),
             ]
+            if self._params.gather_pairs:
+                m.d.comb += out.other.eq(dp.payload.other)
             with m.If(dp.valid & ~out.room):
                 m.d.sync += c.stall_tx.eq(c.stall_tx + 1)
             with m.If(dp.valid & out.room):
