@@ -38,7 +38,9 @@ class ReadIssuer(wiring.Component):
     of an aborted collective) does not match the slot's current tag. Requests go out in lockstep
     through small per-port queues (``req``, the ISA's REQ-class send streams); each request is one
     flit, so no packet is ever left half sent. ``issue.busy`` stays high until every request has
-    been queued.
+    been queued. With ``gather_pairs``, a paired AllGather (``run.msg.pair``) walks ``N - 1``
+    phases, each reading rank ``j`` and rank ``j + 1`` (the latter's requests ``C`` further on)
+    and writing every participant (:mod:`.plan`).
 
     ``run.flush`` (the wave controller aborting a collective) stops the issuer at once: nothing
     more is armed or queued, and requests already queued still go out whole.

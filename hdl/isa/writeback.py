@@ -147,7 +147,10 @@ class WriteBack(wiring.Component):
     datapath's output flits as they come. For INT8 the slot's output block scales (one FP16 per
     64-element block, taken from the datapath's output) follow in a second ``WRITE`` at
     ``dst_scale_addr + dst_off / 32``. A job with an empty write set (an in-place AllGather of
-    one participant) sends nothing but still takes its flits. The ISA multicasts through
+    one participant) sends nothing but still takes its flits. With ``gather_pairs``, a paired
+    AllGather's job (``run.msg.pair``) writes the ``other`` flit of its input, at ``C`` further
+    on, to the ports up to the lowest of its read set, and the ``data`` flit to the others
+    (:mod:`.plan`). The ISA multicasts through
     per-port queues of its own (``wr``, the ISA's WRITE-class send streams), not through the
     switch core.
 
