@@ -84,7 +84,7 @@ SECOND_TIER = {
 #: equivalent mutant (no behaviour changes) says why; a real gap names the test that now covers it
 #: (then the mutant no longer survives and its entry can go).
 TRIAGE = {
-    "hdl/isa/writeback.py:390:57:drop_condition/1":
+    "hdl/isa/writeback.py:391:57:drop_condition/1":
         "equivalent: a header state under flush then pulses the write tags' `start`, which only "
         "advances the tag sequence by one, since `flush` frees every entry after `start` marks "
         "one (WriteTags gives the flush the last word); tags must only be unique in their window, "
@@ -110,7 +110,7 @@ TRIAGE = {
     "hdl/transport/round_robin.py:36:49:off_by_one":
         "equivalent: the search loop gains an offset n + 1, which names the same input as offset "
         "1 and is assigned before it, so offset 1's assignment still wins",
-    "hdl/isa/writeback.py:428:22:drop_condition/1":
+    "hdl/isa/writeback.py:429:22:drop_condition/1":
         "a gap (`stall_tx` also counted cycles with no data waiting), now killed by "
         "`test_write_back_counts_stall_tx_only_while_data_waits`",
     "hdl/isa/barrier.py:86:55:drop_condition/1":

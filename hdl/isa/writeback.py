@@ -337,8 +337,9 @@ class WriteBack(wiring.Component):
             rooms.append(Mux(mask[i], q.w_rdy, 1))
             word = Signal(hdr_layout, name=f"hdr{i}")
             addr, body = out.hdr.addr, out.body
-            if p.gather_pairs:
-                # Ports 0 to the lower rank's take the higher rank's flit, C further on.
+            if p.gather_pairs and i < f.ports - 1:
+                # Ports 0 to the lower rank's take the higher rank's flit, C further on (never the
+                # last port: a pair's lower rank has a port above it).
                 other = Signal(name=f"other{i}")
                 m.d.comb += other.eq(out.pair & (lowest[i:] != 0))
                 addr, body = Mux(other, out.further, addr), Mux(other, out.other, body)
