@@ -104,17 +104,19 @@ ICARUS_PUSH = {
 
 
 def test_push_cases_share_the_soak_build():
-    """Every case on ``SOAK_HARDWARE`` (push, AUTO and the reordering ones) builds the very system
-    ``scin soak`` builds (the same parameters, so the same Verilog and simulator model): push mode
-    adds no build to the suite."""
+    """Every case on ``SOAK_HARDWARE`` (push, AUTO, the reordering ones and the paired
+    AllGathers) builds the very system ``scin soak`` builds (the same parameters, so the same
+    Verilog and simulator model; the 8-endpoint one, ``scin soak --endpoints 8``'s): push mode and
+    the pairs add no build to the suite."""
     soak = repr(plan_params(SoakConfig().hardware()))
     cases = [{**c, **SOAK_HARDWARE}
              for c, _ in (*PUSH.values(), *ICARUS_PUSH.values(), *PAIRED.values())] + \
         [LARGE["fp16_reorder_random"], LARGE["int8_reorder_random"]]
+    soak8 = repr(plan_params(SoakConfig(endpoints=8).hardware()))
     for case in cases:
         cfg = AllReduceConfig(**case)
         plan = {**dataclasses.asdict(cfg), "mem_size": memory_map(cfg)[1]}
-        assert repr(plan_params(plan)) == soak, case
+        assert repr(plan_params(plan)) == (soak8 if cfg.endpoints == 8 else soak), case
 
 
 @pytest.mark.parametrize("sim, case", [
@@ -191,6 +193,9 @@ PAIRED = {
                                             in_place=True, seed=3), 3 * 2),
     "allgather_bf16_in_place_unpaired": (dict(op="allgather", dtype="bf16", size=(4 << 10) + 64,
                                               in_place=True, seed=4), 4 * 2),
+    # All eight ranks of the 8-endpoint soak's build (tb/test_soak.py): 7 phases of one slot.
+    "allgather_fp16_in_place_pairs_8": (dict(op="allgather", dtype="fp16", size=4 << 10,
+                                             in_place=True, endpoints=8, seed=5), 7),
 }
 
 
