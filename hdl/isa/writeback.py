@@ -175,8 +175,8 @@ class WriteBack(wiring.Component):
     run : In(RunControl)
         ``msg``, ``flush``, and ``clear_error`` (clears ``status.error`` and ``status.status``).
     job : In(stream.Signature(job_layout))
-    dp : In(stream.Signature(output_layout))
-        The datapath's output.
+    dp : In(stream.Signature(result_layout))
+        The datapath's output (with ``gather_pairs``, also a paired job's ``other`` flit).
     flag : In(stream.Signature(flag_request_layout))
     wr : Out(packet_signature).array(ports)
         The ISA's WRITE-class send stream of each port.
