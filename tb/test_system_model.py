@@ -314,8 +314,12 @@ def test_fit_compare_recovers_planted_constants():
 
 def test_model_within_two_percent_of_every_rtl_point():
     rows = validate(read_bench_csv(BENCH_CSV), load_calibration())
-    studied = [r for r in read_bench_csv(BENCH_CSV) if r["part"] != "trains"]
-    assert len(rows) == len(studied) > 0        # every row but the trains study's
+    # Every row but the trains study's and the AllGathers in pairs of ranks (``gather_pairs``,
+    # not the paper's configuration the model describes): those are in bench.csv and left out.
+    every = read_bench_csv(BENCH_CSV)
+    studied = [r for r in every if r["part"] != "trains" and not r["gather_pairs"]]
+    assert any(r["gather_pairs"] for r in every)
+    assert len(rows) == len(studied) > 0
     worst = max(rows, key=lambda r: abs(r["error_pct"]))
     assert abs(worst["error_pct"]) < 2.0, worst
     worst = max(rows, key=lambda r: abs(r["error_current_pct"]))
