@@ -42,8 +42,8 @@ OP_SIZES = ["64B", "4KiB", "64KiB", "1MiB"]
 TRAIN_CONFIGS = ["32KiB/8/1", "32KiB/2/4", "64KiB/2/8"]
 TRAIN_POINTS = ["fp16:1MiB", "fp16:16MiB", "int8:16MiB"]
 CSV_FIELDS = ["part", "op", "in_place", "root", "dtype", "size", "endpoints", "capacity", "waves",
-              "trains", "gather_pairs", "seed", "cycles", "us", "bound_cycles", "efficiency", "wall_s", "sim_cps",
-              "commit"]
+              "trains", "gather_pairs", "seed", "cycles", "us", "bound_cycles", "efficiency",
+              "wall_s", "sim_cps", "commit"]
 ROW_KEY = ("part", "op", "in_place", "dtype", "size", "endpoints", "capacity", "waves", "trains",
            "gather_pairs")
 

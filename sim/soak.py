@@ -374,14 +374,14 @@ def collective_entry(rng, k, isa, members, fault, kind, shape, layout, addr, *, 
     if fault != "none" and not no_barrier and push_mode(desc, isa) == PushMode.PUSH:
         # Its participants arrive (the input of a DECERR fault is not in memory to push).
         desc["mode"], mode = PushMode.PULL.value, "pull"
-    pushed = fault == "none" and push_mode(desc, isa) == PushMode.PUSH
+    push = push_mode(desc, isa) == PushMode.PUSH
+    pushed = fault == "none" and push
     reasons = check_descriptor(desc, isa)
     # The ISA runs it in pairs of ranks (docs/ISA.md, Paired AllGather).
-    in_pairs = (isa.gather_pairs and not reasons and shape.op == "allgather"
-                and paired(Op.ALLGATHER, desc["participants"], shape.data_bytes,
+    in_pairs = (isa.gather_pairs and not reasons
+                and paired(desc["op"], desc["participants"], shape.data_bytes,
                            fabric=isa.fabric, int8=shape.dtype == "int8",
-                           in_place=desc["src_addr"] == desc["dst_addr"],
-                           pushed=push_mode(desc, isa) == PushMode.PUSH))
+                           in_place=desc["src_addr"] == desc["dst_addr"], pushed=push))
     assert bool(reasons) == (fault == "bad_desc"), (k, fault, kind, desc, reasons)
     assert not no_barrier or desc["mode"] == PushMode.PUSH.value and reasons[-1:] and \
         "push" in reasons[-1], (k, kind, desc, reasons)

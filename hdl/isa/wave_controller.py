@@ -297,9 +297,10 @@ class WaveController(wiring.Component):
             msg.src_addr.eq(d.src_addr), msg.src_scale_addr.eq(d.src_scale_addr),
             msg.dst_addr.eq(d.dst_addr), msg.dst_scale_addr.eq(d.dst_scale_addr),
         ]
-        self._plan(m, msg, d, r.in_place, r.push if p.push_slots else Const(0, 1))
+        pushed = r.push if p.push_slots else Const(0, 1)
+        self._plan(m, msg, d, r.in_place, pushed)
         if p.gather_pairs:
-            self._pair(m, msg, d, r)
+            self._pair(m, msg, d, r, pushed)
         # Flag status bits (FlagStatus): the datapath's OVERFLOW and INVALID (the same bits as
         # DatapathStatus), and ERROR for any AXI error on a read or a write.
         push_error = 0
@@ -344,10 +345,9 @@ class WaveController(wiring.Component):
                                  or flag(False, True) != flag(False, False) else by_place[0])
                         m.d.comb += msg[name].eq(value)
 
-    def _pair(self, m, msg, d, r):
+    def _pair(self, m, msg, d, r, pushed):
         """``msg.pair`` (``gather_pairs``): the collective runs in pairs of ranks, the twin of
         :func:`~.plan.paired`."""
-        pushed = r.push if self._params.push_slots else Const(0, 1)
         lg = exact_log2(self._params.fabric.max_payload)
         m.d.comb += msg.pair.eq((d.op == Op.ALLGATHER) & r.in_place & ~pushed
                                 & (d.dtype != DType.INT8) & ((r.mask & (r.mask - 1)) != 0)
