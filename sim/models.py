@@ -2,9 +2,10 @@
 measured SCIN figures.
 
 These are thin wrappers of :mod:`scin.sim.system_model` (:func:`~scin.sim.system_model.nvls_time`
-and :func:`~scin.sim.system_model.ring_time`) on the fabric of a :class:`LinkModel`: one model of
-each algorithm, whose forms follow the RTL's mechanism (NCCL's NVLS kernel on the switch's NVLS
-engine, NCCL's ring on the accelerator model; docs/NVLS.md) and whose few own-cycle constants are
+and :func:`~scin.sim.system_model.ring_time`) on the fabric of a :class:`~scin.hdl.paper.LinkModel`
+(default :data:`~scin.hdl.paper.PAPER_LINK`, the paper latency model): one model of each
+algorithm, whose forms follow the RTL's mechanism (NCCL's NVLS kernel on the switch's NVLS engine,
+NCCL's ring on the accelerator model; docs/NVLS.md) and whose few own-cycle constants are
 fitted to ``scin compare``'s measurements (``docs/bench/compare.csv``, stored in
 ``docs/bench/calibration.json``). docs/SCALE.md shows the model against every measured point; at
 the paper latency model, N = 4 and 8, 64 B to 16 MiB, they are within 2.2% of the RTL for NVLS
@@ -20,70 +21,57 @@ every slice a fenced REDUCE_SEND and a flag to the next rank. Every function ret
 the link's clock.
 """
 
-from dataclasses import dataclass
-
+from ..hdl.paper import PAPER_LINK, LinkModel
 from .system_model import (NVLS_PACKET_BYTES, NVLS_WINDOW, RTL_FABRIC, Fabric, load_calibration,
                            nvls_time, ring_time)
 
-__all__ = ["LinkModel", "serialisation", "nvls_cycles", "ring_cycles", "PACKET_BYTES"]
+__all__ = ["LinkModel", "PAPER_LINK", "link_fabric", "serialisation", "nvls_cycles", "ring_cycles",
+           "PACKET_BYTES"]
 
 #: SCIN's packet (the wave slot); :func:`serialisation` counts its header flits.
 PACKET_BYTES = 4096
 
 
-@dataclass(frozen=True)
-class LinkModel:
-    """The link parameters shared by the measured system and the models: one-way hop and
-    memory read latencies in cycles of the link's clock, and the flit."""
-    one_way_latency: int = 90
-    mem_latency:     int = 40
-    flit_bytes:      int = 32
-
-    def __post_init__(self):
-        for name in ("one_way_latency", "mem_latency", "flit_bytes"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, not {value!r}")
-
-    def fabric(self):
-        """The :class:`~scin.sim.system_model.Fabric` of this link: the RTL fabric (one plane,
-        the accelerator endpoints, the RTL's NVLS engine) with these latencies and flit, at the
-        RTL's clock (a cycle is a cycle whatever the clock)."""
-        hz = RTL_FABRIC.isa_clock_hz
-        return Fabric(
-            f"RTL ({self.one_way_latency}-cycle hops, {self.mem_latency}-cycle memory, "
-            f"{self.flit_bytes} B flits)", link_bytes_per_s=self.flit_bytes * hz,
-            hop_s=self.one_way_latency / hz, mem_s=self.mem_latency / hz, isa_clock_hz=hz,
-            flit_bytes=self.flit_bytes,
-            packet_bytes=max(self.flit_bytes, PACKET_BYTES // self.flit_bytes * self.flit_bytes))
+def link_fabric(link):
+    """The :class:`~scin.sim.system_model.Fabric` of the :class:`LinkModel` ``link``: the RTL
+    fabric (one plane, the accelerator endpoints, the RTL's NVLS engine) with its latencies and
+    flit, at the RTL's clock (a cycle is a cycle whatever the clock)."""
+    hz = RTL_FABRIC.isa_clock_hz
+    return Fabric(
+        f"RTL ({link.one_way_latency}-cycle hops, {link.mem_latency}-cycle memory, "
+        f"{link.flit_bytes} B flits)", link_bytes_per_s=link.flit_bytes * hz,
+        hop_s=link.one_way_latency / hz, mem_s=link.mem_latency / hz, isa_clock_hz=hz,
+        flit_bytes=link.flit_bytes,
+        packet_bytes=max(link.flit_bytes, PACKET_BYTES // link.flit_bytes * link.flit_bytes))
 
 
 def serialisation(size, link):
-    """Cycles to stream ``size`` bytes over one link in 4 KiB packets of 1 header + payload flits."""
+    """Cycles to stream ``size`` bytes over one link in 4 KiB packets of 1 header + payload
+    flits."""
     if size < 0:
         raise ValueError(f"size must be non-negative, not {size}")
     packets = -(-size // PACKET_BYTES)
     return -(-size // link.flit_bytes) + packets
 
 
-def nvls_cycles(size, endpoints, link=LinkModel(), window=NVLS_WINDOW, cal=None):
+def nvls_cycles(size, endpoints, link=PAPER_LINK, window=NVLS_WINDOW, cal=None):
     """NVLS All-Reduce of ``size`` bytes over ``endpoints`` ranks on ``link``, in cycles:
     :func:`~scin.sim.system_model.nvls_time` with ``window`` ``ld_reduce``\\ s in flight per rank
     (None: enough to cover the round trip) and the calibration ``cal`` (default: the committed
     one)."""
     _check(size, endpoints)
-    f = link.fabric()
+    f = link_fabric(link)
     packet = max(link.flit_bytes, NVLS_PACKET_BYTES // link.flit_bytes * link.flit_bytes)
     return f.cycles(nvls_time("allreduce", size, endpoints, f, cal or load_calibration(),
                               window=window, packet=packet))
 
 
-def ring_cycles(size, endpoints, link=LinkModel(), cal=None):
+def ring_cycles(size, endpoints, link=PAPER_LINK, cal=None):
     """NCCL's ring All-Reduce of ``size`` bytes over ``endpoints`` ranks on ``link``, in cycles:
     :func:`~scin.sim.system_model.ring_time` with the calibration ``cal`` (default: the committed
     one)."""
     _check(size, endpoints)
-    f = link.fabric()
+    f = link_fabric(link)
     return f.cycles(ring_time("allreduce", size, endpoints, f, cal or load_calibration()))
 
 

@@ -58,6 +58,8 @@ import statistics
 from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 
+from ..hdl.paper import CLOCK_HZ, CLOCK_MHZ, FLIT_BYTES, MEM_LATENCY, ONE_WAY_LATENCY
+
 __all__ = ["Fabric", "RTL_FABRIC", "Calibration", "OPS", "MODES",
            "packets", "packet_flits", "scin_time", "nvls_time", "ring_time", "collective_time",
            "protocol_ceiling", "bus_bandwidth", "fit_calibration", "write_calibration",
@@ -143,7 +145,7 @@ class Fabric:
     hop_s: float
     mem_s: float
     isa_clock_hz: float
-    flit_bytes: int = 32
+    flit_bytes: int = FLIT_BYTES
     packet_bytes: int = 4096
     planes: int = 1
     control_flits: int | None = None
@@ -183,10 +185,12 @@ class Fabric:
         return round(seconds * self.isa_clock_hz)
 
 
-#: The simulated RTL system: 256-bit flits at 250 MHz (8 GB/s each way), the paper latency model
-#: (90-cycle one-way hops, 40-cycle memory reads; docs/PERFORMANCE.md).
-RTL_FABRIC = Fabric("RTL (4 KiB packets, 32 B flits, 250 MHz)", link_bytes_per_s=32 * 250e6,
-                    hop_s=90 / 250e6, mem_s=40 / 250e6, isa_clock_hz=250e6)
+#: The simulated RTL system at the paper's configuration (:mod:`scin.hdl.paper`): 256-bit flits at
+#: 250 MHz (8 GB/s each way), the paper latency model (90-cycle one-way hops, 40-cycle memory
+#: reads; docs/PERFORMANCE.md).
+RTL_FABRIC = Fabric(f"RTL (4 KiB packets, {FLIT_BYTES} B flits, {CLOCK_MHZ} MHz)",
+                    link_bytes_per_s=FLIT_BYTES * CLOCK_HZ, hop_s=ONE_WAY_LATENCY / CLOCK_HZ,
+                    mem_s=MEM_LATENCY / CLOCK_HZ, isa_clock_hz=CLOCK_HZ)
 
 
 @dataclass(frozen=True)
@@ -262,10 +266,10 @@ class Calibration:
     groups: list = field(default_factory=list)
     source: str = ""
     commits: list = field(default_factory=list)
-    one_way_latency: int = 90
-    mem_latency: int = 40
-    flit_bytes: int = 32
-    clock_mhz: int = 250
+    one_way_latency: int = ONE_WAY_LATENCY
+    mem_latency: int = MEM_LATENCY
+    flit_bytes: int = FLIT_BYTES
+    clock_mhz: int = CLOCK_MHZ
     packet_bytes: int = 4096
     atomic_own: float = 7.0
     nvls_own: float = 80.0
@@ -1019,11 +1023,12 @@ def _slope(points):
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den
 
 
-def fit_calibration(rows, source="", one_way_latency=90, mem_latency=40, flit_bytes=32,
-                    clock_mhz=250, packet_bytes=4096, compare=None, compare_source="",
-                    push=None, push_source=""):
+def fit_calibration(rows, source="", one_way_latency=ONE_WAY_LATENCY, mem_latency=MEM_LATENCY,
+                    flit_bytes=FLIT_BYTES, clock_mhz=CLOCK_MHZ, packet_bytes=4096, compare=None,
+                    compare_source="", push=None, push_source=""):
     """Fit a :class:`Calibration` to measured ``rows`` (``read_bench_csv``) taken on a link of
-    the given latencies (cycles), flit and packet size, and its NVLS and ring constants to the
+    the given latencies (cycles), flit, clock and packet size (default: the paper's,
+    :mod:`scin.hdl.paper`), and its NVLS and ring constants to the
     ``scin compare`` rows ``compare`` (:func:`read_compare_csv`; None: the nominal values).
 
     The per-packet link cost is the slope of cycles against packets of the fp16 (and int8)
@@ -1407,7 +1412,7 @@ def validate_compare(rows, cal):
 #: One-way GPU-to-switch latency of the scale study: the SCIN paper's measured endpoint-to-switch
 #: latency of its prototype (360 ns: 20 transport + 70 Aurora cycles at 250 MHz, section V);
 #: NVIDIA publishes no per-hop NVLink figure. docs/SCALE.md shows the results at other values.
-NVLINK_HOP_S = 360e-9
+NVLINK_HOP_S = ONE_WAY_LATENCY / CLOCK_HZ
 #: GPU memory read latency behind the switch (HBM through the GPU's memory system): an
 #: assumption of the order of HBM load latencies, not a published NVLink figure.
 NVLINK_MEM_S = 500e-9
