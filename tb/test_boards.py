@@ -9,7 +9,7 @@ import pytest
 
 from scin.boards import BOARDS, get_board
 from scin.boards import blackbox
-from scin.scripts.build import main as build_main, parse_nextpnr_report, _use_ecp5_synth
+from scin.scripts.build import main as build_main, parse_nextpnr_report, use_ecp5_synth
 
 
 def run(*argv, timeout=3600):
@@ -142,13 +142,13 @@ def test_ecp5_script_maps_luts_with_classic_abc(tmp_path):
     abc9 workaround in scripts/build.py); a script without that line is refused, not half-edited."""
     ys = tmp_path / "top.ys"
     ys.write_text("read_rtlil top.il\n    synth_ecp5  -top top\nwrite_json top.json\n")
-    _use_ecp5_synth(ys, "top")
+    use_ecp5_synth(ys, "top")
     lines = [line.strip() for line in ys.read_text().splitlines()]
     assert lines == ["read_rtlil top.il", "synth_ecp5 -top top -run :map_luts",
                      "techmap -map +/lattice/latches_map.v", "abc -lut 4:7 -dress", "clean",
                      "synth_ecp5 -top top -run map_cells:", "write_json top.json"]
     with pytest.raises(RuntimeError, match="expected one"):
-        _use_ecp5_synth(ys, "top")
+        use_ecp5_synth(ys, "top")
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import pytest
 from scin.hdl.packet import FabricParams
 from scin.sim.nvls_allreduce import NvlsAllReduce, golden, packets, run_nvls_allreduce
 from scin.sim.nvls_collectives import (NvlsCollective, check_images, layout, make_inputs,
-                                       program, run_nvls_collective, _loads)
+                                       program, run_nvls_collective, member_loads)
 from scin.sim.nvls_run import NvlsSystem
 from scin.tb.simulators import needs_icarus
 
@@ -130,7 +130,7 @@ def test_check_catches_every_wrong_byte(op, ranks):
     n = len(ranks)
     inputs = make_inputs(cfg, n, 5)
     background = np.random.default_rng(6).integers(0, 1 << 16, (4, inputs.shape[1]), np.uint16)
-    loads = _loads(cfg, ranks, HW.endpoints, inputs, background)
+    loads = member_loads(cfg, ranks, HW.endpoints, inputs, background)
     images = _images(cfg, ranks, inputs, loads)
     other, flag = layout(cfg, n)
     for exact in (True, False):
