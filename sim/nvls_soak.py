@@ -11,7 +11,7 @@ or two collectives on disjoint sets of ports, so that they run at the same time 
   packets are cut at 4 KiB boundaries), with wide-range inputs (the result depends on the
   arrival order) or exact ones (it does not);
 * a **SCIN collective** through the ISA, drawn as ``scin soak`` draws one
-  (:func:`scin.sim.soak._draw_collective`, :func:`scin.sim.soak.collective_entry`: any
+  (:func:`scin.sim.soak.draw_collective`, :func:`scin.sim.soak.collective_entry`: any
   operation, dtype, root, in place or not, flag mode, DECERR or a bad descriptor) on the ports
   the step leaves;
 
@@ -35,7 +35,7 @@ ports too.
 every member, each ``ld_reduce`` packet the golden model's reduction in one arrival order of the
 members (all ``N!`` tried, as :mod:`scin.sim.nvls_allreduce` checks; exact inputs: the exact sum
 rounded once, SCIN's golden model), every barrier flag at ``2N``; each SCIN collective as
-``scin soak`` checks it (:func:`scin.sim.soak._check_collective`); every command's events
+``scin soak`` checks it (:func:`scin.sim.collective_check.check_collective`); every command's events
 (statuses, counts); a non-member's buffers and flags untouched; every byte of every memory that
 no collective owns still zero; the engine's counters (``refused`` = the bad accesses,
 ``ld_reduces``, ``stores``, ``reds`` as drawn, no stale response), the ISA's (``collectives``,
@@ -52,12 +52,12 @@ from collections import Counter
 import numpy as np
 
 from . import numerics
-from .allreduce import flit_loads
+from .system_run import flit_loads
 from .coverage import Coverage
 from .nvls_allreduce import (MAX_WINDOW, barrier, exact_inputs, golden, packets, page_up,
                              shards, some_order)
-from .soak import (OPS, _check_collective, _describe, _draw_collective, _table,
-                   collective_entry, collectives_coverage)
+from .collective_check import check_collective, describe, outcome_table
+from .soak import OPS, collective_entry, collectives_coverage, draw_collective
 
 
 __all__ = ["hardware", "make_nvls_plan", "run_nvls_soak", "verify_round", "nvls_coverage",
@@ -268,7 +268,7 @@ def _place_nvls(rnd, k, s, hw, f):
 
 
 def _place_scin(rnd, rng, k, drawn, isa, f):
-    """Put SCIN collective ``k`` (``drawn``: :func:`~scin.sim.soak._draw_collective`'s) into round
+    """Put SCIN collective ``k`` (``drawn``: :func:`~scin.sim.soak.draw_collective`'s) into round
     ``rnd``: its buffers, flag, the next sync resource, its descriptor, arrivals and flag waits;
     returns its expected entry (:func:`~scin.sim.soak.collective_entry`'s, plus round and tags)."""
     from ..hdl.endpoint.accelerator import AccOp
@@ -338,7 +338,7 @@ def make_nvls_plan(cfg):
             if kind == "nvls":
                 shapes.append(_draw_nvls(cfg, rng, members, dtype, hw, f.flit_bytes))
             else:
-                drawn = _draw_collective(cfg, rng, k + j, isa, scin_bad, None, members)
+                drawn = draw_collective(cfg, rng, k + j, isa, scin_bad, None, members)
                 scin_bad += drawn[1] == "bad_desc"
                 shapes.append(drawn)
         bad = []
@@ -400,7 +400,7 @@ def describe(e):
     if e["kind"] == "nvls":
         return _describe_nvls(e)
     if e["kind"] == "scin":
-        return f"SCIN {_describe(e)}, ranks {e['members']}"
+        return f"SCIN {describe(e)}, ranks {e['members']}"
     return (f"bad access {e['bad_kind']} from port {e['port']} ({e['op']} {e['addr']:#x}, "
             f"{e['length']} B)")
 
@@ -483,7 +483,7 @@ def _check_scin(e, ev, mem, claimed):
         seen = [x for x in ev[i].get(poll, []) if x["kind"] == EventKind.FLAG.value]
         if len(seen) == 1 and len(ev[i][poll]) == 1:
             flags[(e["k"], i)] = seen[0]["value"]
-    return failures + _check_collective(e, flags, mem)
+    return failures + check_collective(e, flags, mem)
 
 
 def _check_bad(e, ev):
@@ -632,11 +632,11 @@ def run_nvls_soak(cfg, log=print):
         log(f"round {rnd['index'] + 1} of {len(rounds)}: {len(rnd['items'])} collectives, "
             f"{rnd['bad']} bad accesses ({out['nvls_counters']['refused']} refused), {end} cycles, "
             f"{time.monotonic() - t0:.1f} s{'' if not own else ': ' + '; '.join(own)}")
-    ops = _table(by_op)
+    ops = outcome_table(by_op)
     order = ("nvls-allreduce",) + OPS
     scin = [(e["desc"], e) for entries in expected for e in entries if e["kind"] == "scin"]
     return {"passed": not failures, "nvls": True,
-            "outcomes": dict(sorted(_table(outcome).items())),
+            "outcomes": dict(sorted(outcome_table(outcome).items())),
             "ops": {op: ops[op] for op in order if op in ops},
             "ordinary_writes": 0, "ordinary_writes_intact": 0,
             "isolation_checks": isolation, "failures": failures[:50],

@@ -74,13 +74,14 @@ from . import numerics
 from .allreduce import (CollectiveConfig, memory_map, expected_images, write_memh, read_memh,
                         plan_params, region_image, flit_loads, ROOTED_OPS, _runs_dir)
 from .collective_buffers import Buffers
+from .collective_check import check_collective, expected_window, mode_label, outcome_table
 from .coverage import SHARDED, Coverage, bins_of
 from ..hdl.isa import Op, PUSH_OPS
 from ..hdl.isa.plan import paired
 
 __all__ = ["SoakConfig", "make_plan", "run_soak", "verify", "expected_window", "FAULTS", "OPS",
            "BAD_DESC_KINDS", "PUSH_BAD_KINDS", "PUSHABLE", "MODES", "plan_coverage",
-           "collectives_coverage", "collective_entry"]
+           "collectives_coverage", "collective_entry", "draw_collective"]
 
 FAULTS = ("none", "decerr", "bad_desc")
 #: The operations the soak draws: the golden model's data operations, and barrier.
@@ -333,7 +334,7 @@ def _descriptor(shape, layout, base, **fields):
                 dst_scale_addr=base + layout["dst_scales"], **fields)
 
 
-def _draw_collective(cfg, rng, k, isa, bad_so_far, avoid, members=None):
+def draw_collective(cfg, rng, k, isa, bad_so_far, avoid, members=None):
     """Draw collective ``k``'s shape: ``(members, fault, kind, CollectiveConfig)``; ``members``
     given (the NVLS soak's, :mod:`.nvls_soak`) are taken as they are instead of drawn."""
     members = _draw_members(cfg, rng, k) if members is None else list(members)
@@ -351,14 +352,15 @@ def _draw_collective(cfg, rng, k, isa, bad_so_far, avoid, members=None):
 
 def collective_entry(rng, k, isa, members, fault, kind, shape, layout, addr, *, flag, sync,
                      generation, mode="pull"):
-    """Collective ``k`` of ``shape`` (drawn by :func:`_draw_collective`) with its buffers
+    """Collective ``k`` of ``shape`` (drawn by :func:`draw_collective`) with its buffers
     (``layout``, :func:`~scin.sim.allreduce.memory_map`'s keys, ``layout["flag"]`` the window's
     bytes) at ``addr``: draws its flag mode, spoils the descriptor with its fault, draws the
     inputs. ``mode`` is the descriptor's :class:`~scin.hdl.isa.PushMode` name; a faulty
     descriptor that still has a barrier is never pushed (its AUTO, were it to push, becomes
     PULL). Returns ``(descriptor, expected entry, loads)``: the entry :func:`verify` (and
-    :func:`_check_collective`) takes, and each member's regions to load, as offsets into the
-    window. The NVLS soak (:mod:`.nvls_soak`) places its SCIN collectives with it too."""
+    :func:`~.collective_check.check_collective`) takes, and each member's regions to load, as
+    offsets into the window. The NVLS soak (:mod:`.nvls_soak`) places its SCIN collectives
+    with it too."""
     from ..hdl.isa import FlagMode, FlagStatus, PushMode, check_descriptor, push_mode
     data_flags = (FlagStatus.OVERFLOW | FlagStatus.INVALID).value
     window = layout["flag"]
@@ -425,7 +427,7 @@ class _Batch:
 
 def _draw_mode(cfg, rng, isa, members, fault, kind, shape, layout, batch, push_bad_so_far):
     """The descriptor mode and sync resource of a collective drawn as ``members``, ``fault``,
-    ``kind``, ``shape`` (:func:`_draw_collective`), in ``batch`` (:class:`_Batch`), from ``rng``
+    ``kind``, ``shape`` (:func:`draw_collective`), in ``batch`` (:class:`_Batch`), from ``rng``
     (the modes' own stream). Returns ``(mode, sync, fault, kind)``: a collective drawn good may
     become a PUSH that cannot push (:data:`PUSH_BAD_KINDS`, in turn from ``push_bad_so_far``,
     with the share :data:`PUSH_FAULT_SHARE` of ``fault_rate``).
@@ -493,7 +495,7 @@ def make_plan(cfg):
         # halves: collective k + 1 runs on the other group next to k, with another operation.
         avoid = expected[-1]["op"] if cfg.groups == "halves" and k % 2 else None
         bad_so_far = sum(e["bad_kind"] in BAD_DESC_KINDS for e in expected)
-        members, fault, kind, shape = _draw_collective(cfg, rng, k, isa, bad_so_far, avoid)
+        members, fault, kind, shape = draw_collective(cfg, rng, k, isa, bad_so_far, avoid)
         layout = memory_map(shape)[0]
         window = layout["flag"]          # the buffers, from src to the end of the scales
         if addr + window > FLAG_BASE:
@@ -555,15 +557,6 @@ def collectives_coverage(pairs, *, endpoints, flit_bytes, capacity, push=False):
     return cov
 
 
-def expected_window(e, i):
-    """The bytes collective ``e`` (an entry of :func:`make_plan`'s ``expected``) must leave in
-    endpoint ``i``'s window, or None where they are not checked (a DECERR fault's members). A
-    non-participant's window stays zero."""
-    if i not in e["members"]:
-        return bytes(e["window"][1] - e["window"][0])
-    return e["images"][i]
-
-
 def run_soak(cfg, log=print):
     """Run the soak; return the summary dict (see ``docs/RELIABILITY.md``).
 
@@ -611,89 +604,6 @@ def run_soak(cfg, log=print):
     return summary
 
 
-def _describe(e):
-    """``reduce int8 4096 B, root 2, in place``: what collective ``e`` was."""
-    text = "barrier" if e["op"] == "barrier" else f"{e['op']} {e['dtype']} {e['size']} B"
-    if e["op"] in ROOTED_OPS:
-        text += f", root {e['root']}"
-    if e["in_place"]:
-        text += ", in place"
-    if e.get("mode", "pull") != "pull":
-        text += f", {_mode_label(e)}"
-    if e["fault"] != "none":
-        text += f", {e['fault']}" + (f":{e['bad_kind']}" if e["bad_kind"] else "")
-    return text
-
-
-def _mode_label(e):
-    """``pull``, ``push``, ``auto:push`` or ``auto:pull``: collective ``e``'s descriptor mode, an
-    AUTO with what it resolved to."""
-    mode = e.get("mode", "pull")
-    if mode != "auto":
-        return mode
-    return "auto:push" if e["pushed"] else "auto:pull"
-
-
-def _where(e, addr):
-    """``dst + 0x40``: the buffer of collective ``e`` that byte address ``addr`` lies in."""
-    name, base = max(((n, b) for n, b in e["buffers"].items() if b <= addr), key=lambda x: x[1])
-    return f"{name} + {addr - base:#x}"
-
-
-def _window_failure(e, i, got, want):
-    """The failure line for endpoint ``i``'s window ``got`` (bytes) that is not ``want``."""
-    a, b = np.frombuffer(got, np.uint8), np.frombuffer(want, np.uint8)
-    bad = np.flatnonzero(a != b)
-    at = e["window"][0] + int(bad[0])
-    return (f"collective {e['k']} ({_describe(e)}) endpoint {i}: {len(bad)} bytes differ from the "
-            f"golden model's image, first at {at:#x} ({_where(e, at)}): got {a[bad[:4]].tolist()}, "
-            f"want {b[bad[:4]].tolist()}")
-
-
-def _flag_good(e, word):
-    """Whether a member's flag ``word`` (None: never seen) is what collective ``e`` must leave:
-    the expected word exactly, or for DECERR the generation with ERROR among the status bits."""
-    from ..hdl.codec import pack, unpack
-    from ..hdl.isa import FlagStatus, flag_layout
-    if e["fault"] != "decerr":
-        return word == pack(flag_layout(), generation=e["generation"], status=e["want_status"])
-    if word is None:
-        return False
-    w = unpack(flag_layout(), word)
-    return w["generation"] == e["generation"] and bool(w["status"] & FlagStatus.ERROR.value)
-
-
-def _check_collective(e, flags, memories):
-    """The failures of collective ``e``: every member's flag (event and memory) and window, every
-    non-participant's flag and window untouched."""
-    from ..hdl.codec import pack
-    from ..hdl.isa import flag_layout
-    failures = []
-    lo, hi = e["window"]
-    for i, mem in enumerate(memories):
-        flag_word = int.from_bytes(mem[e["flag"]:e["flag"] + 4].tobytes(), "little")
-        got = mem[lo:hi].tobytes()
-        want = expected_window(e, i)
-        if i not in e["members"]:
-            # Isolation: a non-participant's flag and buffers are never touched.
-            if flag_word or got != want:
-                failures.append(f"collective {e['k']} wrote to non-participant {i}")
-            continue
-        # A descriptor without a barrier writes its ERROR flags at once: its members wait for
-        # nothing (WAIT_FLAG cannot tell generation 0 from the zeroed word), so only the flag
-        # word in memory is checked.
-        seen = flag_word if e.get("no_barrier") else flags.get((e["k"], i))
-        if not (_flag_good(e, seen) and _flag_good(e, flag_word)):
-            want_flag = pack(flag_layout(), generation=e["generation"], status=e["want_status"])
-            event = "no event (no barrier)" if e.get("no_barrier") else \
-                f"flag {seen!r} in the event"
-            failures.append(f"collective {e['k']} ({_describe(e)}) endpoint {i}: {event}, "
-                            f"{flag_word:#x} in memory, expected {want_flag:#x}")
-        if want is not None and got != want:
-            failures.append(_window_failure(e, i, got, want))
-    return failures
-
-
 def _check_traffic(plan, memories):
     """``(intact, corrupted, failures)`` of the ordinary writes."""
     from ..hdl.endpoint.accelerator import pattern_bytes
@@ -713,14 +623,6 @@ def _check_traffic(plan, memories):
                 failures.append(f"ordinary write {t['src']} -> {t['dst']} at {t['addr']:#x} "
                                 f"({t['length']} B, collective {c['k']}) arrived corrupted")
     return ok, bad, failures
-
-
-def _table(outcome):
-    """``{label: {"ok": n, "FAILED": m}}`` from a Counter of ``(label, verdict)``."""
-    table = {}
-    for (label, verdict), count in outcome.items():
-        table.setdefault(label, {"ok": 0, "FAILED": 0})[verdict] += count
-    return table
 
 
 def _check_counters(expected, counters):
@@ -748,19 +650,19 @@ def verify(expected, plan, result, memories):
     flags = {(int(k), int(i)): v for k, per in result["flags"].items() for i, v in per.items()}
     for e in expected:
         label = e["fault"] if e["fault"] != "bad_desc" else f"bad_desc:{e['bad_kind']}"
-        found = _check_collective(e, flags, memories)
+        found = check_collective(e, flags, memories)
         failures += found
         isolation_checks += n - len(e["members"])
         verdict = "FAILED" if found else "ok"
         by_class[(label, verdict)] += 1
         by_op[(e["op"], verdict)] += 1
-        by_mode[(_mode_label(e), verdict)] += 1
+        by_mode[(mode_label(e), verdict)] += 1
     traffic_ok, traffic_bad, traffic_failures = _check_traffic(plan, memories)
     failures += traffic_failures
     if "counters" in result:
         failures += _check_counters(expected, result["counters"])
-    ops, modes = _table(by_op), _table(by_mode)
-    return {"passed": not failures, "outcomes": dict(sorted(_table(by_class).items())),
+    ops, modes = outcome_table(by_op), outcome_table(by_mode)
+    return {"passed": not failures, "outcomes": dict(sorted(outcome_table(by_class).items())),
             "ops": {op: ops[op] for op in OPS if op in ops},
             "modes": {m: modes[m] for m in ("pull", "push", "auto:push", "auto:pull")
                       if m in modes},

@@ -175,7 +175,7 @@ def test_plan_draws_every_mode_and_pushes_only_where_the_isa_takes_it():
     refused for its push reason, with generation 0 (no barrier, no generation)."""
     from scin.hdl.isa import PushMode, check_descriptor, push_mode
     from scin.sim.allreduce import plan_params
-    from scin.sim.soak import _mode_label
+    from scin.sim.collective_check import mode_label
     # Seed 62: every operation is pushed somewhere, two pushes share resource 0 in a batch, and
     # the one PUSH that cannot push for its operation (a barrier's: barriers are a twelfth of
     # the draw) comes up.
@@ -183,7 +183,7 @@ def test_plan_draws_every_mode_and_pushes_only_where_the_isa_takes_it():
                                              max_size=16 << 10))
     isa = plan_params(plan).isa
     assert isa.push_resources == 1 and isa.push_capacity == plan["push_capacity"] == 16 << 10
-    assert {_mode_label(e) for e in expected} == {"pull", "push", "auto:push", "auto:pull"}
+    assert {mode_label(e) for e in expected} == {"pull", "push", "auto:push", "auto:pull"}
     assert {e["op"] for e in expected if e["pushed"]} == set(PUSHABLE)
     for c, e in zip(plan["collectives"], expected):
         d = c["desc"]
@@ -344,9 +344,9 @@ def test_verify_bad_descriptor_leaves_inputs_only_and_barrier_flags():
     word = pack(flag_layout(), generation=e["generation"], status=FlagStatus.ERROR.value)
     result["flags"][str(e["k"])][str(i)] = word
     failures = verify(expected, plan, result, mem)["failures"]
-    from scin.sim.soak import _describe
-    assert _describe(e).startswith("barrier"), _describe(e)
-    assert failures == [f"collective {e['k']} ({_describe(e)}) endpoint {i}: flag {word} in the "
+    from scin.sim.collective_check import describe
+    assert describe(e).startswith("barrier"), describe(e)
+    assert failures == [f"collective {e['k']} ({describe(e)}) endpoint {i}: flag {word} in the "
                         f"event, {e['generation']:#x} in memory, expected {e['generation']:#x}"], \
         failures
 
@@ -390,8 +390,8 @@ def test_verify_push_faults_by_their_flag_word_and_the_counters():
 
 
 def _label(e):
-    from scin.sim.soak import _mode_label
-    return _mode_label(e)
+    from scin.sim.collective_check import mode_label
+    return mode_label(e)
 
 
 @pytest.mark.parametrize("argv, message", [
