@@ -9,6 +9,8 @@ the same options and the same report; ``scin allreduce`` is its ``--op allreduce
 import json
 import sys
 
+from ..hdl.paper import CLOCK_MHZ, CLOCK_PERIOD_NS, MEM_LATENCY, ONE_WAY_LATENCY
+
 
 __all__ = ["add_arguments", "run"]
 
@@ -35,10 +37,12 @@ def add_arguments(p):
                    help="break the latency down hop by hop against the latency model's floor "
                         "(Icarus; fp16/bf16 buffers of at most 4KiB per rank; any op)")
     timing = p.add_argument_group("latency model and ISA configuration")
-    timing.add_argument("--latency", type=int, default=90,
-                        help="one-way endpoint-to-switch latency in cycles (default: 90 = 360 ns)")
-    timing.add_argument("--mem-latency", type=int, default=40,
-                        help="endpoint memory read latency in cycles (default: 40 = 160 ns)")
+    timing.add_argument("--latency", type=int, default=ONE_WAY_LATENCY,
+                        help="one-way endpoint-to-switch latency in cycles (default: "
+                             f"{ONE_WAY_LATENCY} = {ONE_WAY_LATENCY * CLOCK_PERIOD_NS} ns)")
+    timing.add_argument("--mem-latency", type=int, default=MEM_LATENCY,
+                        help="endpoint memory read latency in cycles (default: "
+                             f"{MEM_LATENCY} = {MEM_LATENCY * CLOCK_PERIOD_NS} ns)")
     timing.add_argument("--reorder", action="store_true",
                         help="endpoint memories return reads out of order across IDs")
     timing.add_argument("--capacity", default="32KiB",
@@ -87,7 +91,7 @@ def _status_text(status):
 
 def run(args):
     """Run the All-Reduce ``args`` describe; print the report (text or ``--json``)."""
-    from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, CLOCK_MHZ, ROOTED_OPS
+    from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, ROOTED_OPS
     op = getattr(args, "op", "allreduce")
     cfg = AllReduceConfig(op=op, root=getattr(args, "root", 0),
                           in_place=getattr(args, "in_place", False),

@@ -22,9 +22,10 @@ import sys
 import time
 from pathlib import Path
 
+from ..hdl.paper import CLOCK_MHZ, LinkModel
 from ..sim.allreduce import (AllReduceConfig, parse_size, run_allreduce, plan_params, memory_map,
-                             CLOCK_MHZ, ROOTED_OPS)
-from ..sim.models import PACKET_BYTES, LinkModel, nvls_cycles, ring_cycles
+                             ROOTED_OPS)
+from ..sim.models import PACKET_BYTES, nvls_cycles, ring_cycles
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
 
@@ -313,7 +314,8 @@ def plot(rows, out, link):
         return draw
 
     if size_rows:
-        figure("latency.png", "message size (bytes, 16-bit form)", "latency (us at 250 MHz)",
+        figure("latency.png", "message size (bytes, 16-bit form)",
+               f"latency (us at {CLOCK_MHZ} MHz)",
                by_size("us"), ylog=True)
         figure("efficiency.png", "message size (bytes, 16-bit form)",
                "efficiency (16-bit size / time x link)", by_size("efficiency"),

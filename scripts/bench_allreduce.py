@@ -10,7 +10,8 @@ import statistics
 import sys
 import time
 
-from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, CLOCK_MHZ
+from ..hdl.paper import CLOCK_MHZ, MEM_LATENCY, ONE_WAY_LATENCY
+from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce
 from ..sim.toolchain import REPO_ROOT
 from .bench import efficiency, flit_bytes
 from .docs_section import current_commit, rewrite_section, section_block
@@ -35,8 +36,10 @@ def add_arguments(parser):
     parser.add_argument("cases", nargs="*", default=DEFAULT_CASES,
                         help="dtype:size pairs (default: %(default)s)")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per case (default: 2)")
-    parser.add_argument("--latency", type=int, default=90, help="one-way latency (default: 90)")
-    parser.add_argument("--mem-latency", type=int, default=40, help="memory latency (default: 40)")
+    parser.add_argument("--latency", type=int, default=ONE_WAY_LATENCY,
+                        help="one-way latency (default: %(default)s)")
+    parser.add_argument("--mem-latency", type=int, default=MEM_LATENCY,
+                        help="memory latency (default: %(default)s)")
     parser.add_argument("--doc", default=str(REPO_ROOT / "docs" / "PERFORMANCE.md"),
                         help="document to update (default: docs/PERFORMANCE.md)")
     parser.add_argument("--hops", action="store_true",

@@ -23,7 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..sim.allreduce import CollectiveConfig, CLOCK_MHZ, parse_size, run_allreduce
+from ..hdl.paper import CLOCK_MHZ, FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY
+from ..sim.allreduce import CollectiveConfig, parse_size, run_allreduce
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
 
@@ -34,7 +35,7 @@ SIZES = "64B,256B,1KiB,4KiB,8KiB,16KiB,32KiB"
 MODES = ("pull", "push")
 #: The hardware every point shares (the paper's ISA configuration; the latency model's two figures
 #: are options).
-CAPACITY, OUTSTANDING, FLAG_MODE, FLIT_WIDTH = 32768, 8, "ordered", 256
+CAPACITY, OUTSTANDING, FLAG_MODE = 32768, 8, "ordered"
 #: Issue 18's targets for push mode: fp16 All-Reduce on 4 endpoints, size -> at most so many cycles.
 TARGETS = ((64, 260), (4096, 400), (16384, 800))
 CSV_FIELDS = ["endpoints", "dtype", "size", "push_bytes", "mode", "pushed", "cycles", "latency_us",
@@ -319,7 +320,7 @@ def plot(rows, path):
     ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
     ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
     ax.set_xlabel("message size (16-bit form; int8 moves half the bytes)")
-    ax.set_ylabel("latency (us, 250 MHz)")
+    ax.set_ylabel(f"latency (us, {CLOCK_MHZ} MHz)")
     ax.set_title("All-Reduce: push against pull (measured on the RTL)")
     ax.grid(True, which="both", lw=0.3)
     ax.legend(fontsize=7, ncol=2)
@@ -352,8 +353,10 @@ def add_arguments(p):
     p.add_argument("--push-capacity", default="32KiB",
                    help="the ISA's push space per participant, for both modes (default: "
                         "%(default)s)")
-    p.add_argument("--latency", type=int, default=90, help="one-way latency (default: 90)")
-    p.add_argument("--mem-latency", type=int, default=40, help="memory latency (default: 40)")
+    p.add_argument("--latency", type=int, default=ONE_WAY_LATENCY,
+                   help="one-way latency (default: %(default)s)")
+    p.add_argument("--mem-latency", type=int, default=MEM_LATENCY,
+                   help="memory latency (default: %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="data seed (default: 1)")
     p.add_argument("--out", default=str(REPO_ROOT / "docs" / "bench"),
                    help="directory of push.csv and push_latency.png (default: docs/bench)")

@@ -1,7 +1,8 @@
 """``scin compare``: SCIN, NVLS and ring collectives measured on the same RTL fabric.
 
-Every point is a simulation of the RTL system under the paper latency model (90-cycle one-way
-hops, 40-cycle memory reads, 256-bit flits at 250 MHz) and every result is checked bit for bit.
+Every point is a simulation of the RTL system under the paper latency model (:mod:`scin.hdl.paper`:
+90-cycle one-way hops, 40-cycle memory reads, 256-bit flits at 250 MHz) and every result is
+checked bit for bit.
 ``--op`` picks the collective (NCCL's semantics; ``size`` is NCCL's count in bytes, as
 ``scin collective`` takes it):
 
@@ -28,7 +29,8 @@ import statistics
 import time
 from pathlib import Path
 
-from ..sim.allreduce import AllReduceConfig, CLOCK_MHZ, parse_size, run_allreduce
+from ..hdl.paper import CLOCK_MHZ, FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY
+from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
 
@@ -213,7 +215,8 @@ def section(rows, args, elapsed, out_rel):
         if op != "allreduce":
             nvls = f"NVLS ReduceScatter ({NVLS_WORK[op]}) with {nvls[len('NVLS with '):]}"
     first = (f"Measured by `{args.command_line}` at commit {commit} in {elapsed:.0f} s: "
-             f"paper latency model (90-cycle hops, 40-cycle memory), 256-bit flits, 250 MHz; "
+             f"paper latency model ({ONE_WAY_LATENCY}-cycle hops, {MEM_LATENCY}-cycle memory), "
+             f"{FLIT_WIDTH}-bit flits, {CLOCK_MHZ} MHz; "
              f"{nvls}.")
     if op != "allreduce":
         first += (f" Operation {op}, NCCL's semantics; size is NCCL's count in bytes (16-bit "

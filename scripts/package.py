@@ -30,6 +30,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..hdl.catalog import BLOCKS, SIMULATION_ONLY
+from ..hdl.paper import CLOCK_MHZ
 from ..sim.runner import extra_sources
 from .export import export_verilog, fabric_arguments, fabric_params
 from .ip_wrapper import describe, interfaces, wrapper_name, wrapper_verilog
@@ -44,7 +45,7 @@ __all__ = ["TOPS", "VENDOR", "LIBRARY", "vlnv", "core_text", "package_top", "pac
 TOPS = ("isa", "scin_switch", "switch_port", "axi_bridge", "axi_memory", "system")
 VENDOR, LIBRARY = "scin", "ip"
 #: The fabric clock of the paper's prototype (docs/BOARDS.md): the wrappers' default ``FREQ_HZ``.
-DEFAULT_FREQ_MHZ = 250
+DEFAULT_FREQ_MHZ = CLOCK_MHZ
 
 
 def version():

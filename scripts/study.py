@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..hdl.paper import FLIT_BYTES, MEM_LATENCY
 from ..sim import llm
 from ..sim.system_model import (CALIBRATION_PATH, COMPARE_PATH, PUSH_PATH, read_push_csv,
                                 packet_flits, Fabric, NVLINK_HOP_S,
@@ -212,7 +213,8 @@ def compare_section(cal, compare_csv):
         f"{', '.join(cal.compare_commits) or '-'}): each a simulation of the RTL checked bit for "
         "bit (docs/COMPARISON.md). *model*: SCIN from the calibrated form above (`scin_time`), "
         "NVLS from `nvls_time` with the row's window, the ring from `ring_time`, on the same "
-        "fabric (90-cycle hops, 40-cycle memory, 32 B flits); NVLS's and the ring's four own-cycle "
+        f"fabric ({cal.one_way_latency}-cycle hops, {cal.mem_latency}-cycle memory, "
+        f"{cal.flit_bytes} B flits); NVLS's and the ring's four own-cycle "
         f"constants (calibration above) are fitted to these {len(fitted)} NVLS and ring points, "
         "everything else in their forms is the RTL's mechanism.", "",
         _table(["algorithm", "op", "N", "points", "largest difference", "mean abs. difference",
@@ -330,8 +332,8 @@ def forms_section():
         "each). Other collectives than the All-Reduce (not measured pushed): their pull own "
         "cycles less the All-Reduce's saving (`own(allreduce) - push_own`). Until this "
         "calibration push was modelled from the hop table as `2L + M + (own - 10) c + pk(S) t`: "
-        "it counted the endpoint's memory read (40 cycles on the RTL fabric) that the measured "
-        "push interval does not contain and saved 10 own cycles where the RTL saves 8, 38 "
+        f"it counted the endpoint's memory read ({MEM_LATENCY} cycles on the RTL fabric) that the "
+        "measured push interval does not contain and saved 10 own cycles where the RTL saves 8, 38 "
         "cycles too many at every size (fp16 N = 4: 252/378/768 modelled against 214/340/730 "
         "measured at 64 B/4 KiB/16 KiB).",
         "- NVLS (calibrated against `scin compare`; NCCL's NVLS kernel on the RTL's NVLS "
@@ -382,7 +384,8 @@ def fabric_section(hop_s, mem_s):
         ["memory read", f"{mem_s * 1e9:.0f} ns", "assumption (HBM load latency order)"],
         ["ISA clock", f"{NVLINK_ISA_HZ / 1e9:.1f} GHz", "assumption (an ASIC ISA; its own "
          "cycles are the RTL's, calibrated)"],
-        ["packets", "4 KiB payload, 32 B flits, 1 header + 1 control flit per packet", "this "
+        ["packets", f"4 KiB payload, {FLIT_BYTES} B flits, 1 header + 1 control flit per packet",
+         "this "
          "RTL's protocol, calibrated; the paper's simulated system had 360 GB/s payload of its "
          "links, a heavier header overhead than ours"],
         ["NVLS packets and window", f"{NVLS_PACKET_BYTES} B `ld_reduce` and `st` packets; as "
