@@ -15,10 +15,11 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotb.types import Logic
 
+# The prototype's fabric clock period: re-exported for the benches that turn time into cycles.
+from ...hdl.paper import CLOCK_PERIOD_NS
+
 
 __all__ = ["CLOCK_PERIOD_NS", "tb_config", "tb_rng", "start", "read_int", "cocotb_module"]
-
-CLOCK_PERIOD_NS = 4  # 250 MHz, the prototype's fabric clock
 
 #: The folder holding hdl/, sim/, tb/, ...: each is a subpackage of ``scin`` (pyproject.toml).
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +39,8 @@ def tb_rng(dut, salt=""):
 
 
 async def start(dut, reset_cycles=4):
-    """Start the 250 MHz clock on ``clk`` and hold ``rst`` for ``reset_cycles`` cycles."""
+    """Start the prototype's fabric clock (:data:`~scin.hdl.paper.CLOCK_PERIOD_NS`) on ``clk`` and
+    hold ``rst`` for ``reset_cycles`` cycles."""
     cocotb.start_soon(Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start())
     dut.rst.value = 1
     await ClockCycles(dut.clk, reset_cycles)
