@@ -7,6 +7,8 @@ Platforms and tops are imported only when a board is built, so listing boards is
 
 from dataclasses import dataclass
 
+from ..hdl.paper import CLOCK_MHZ
+
 
 __all__ = ["Board", "BOARDS", "get_board"]
 
@@ -48,11 +50,11 @@ class Board:
 BOARDS = {b.name: b for b in (
     Board("vu13p-switch",
           "XCVU13P-FLGA2577-2-I switch FPGA: 4-port switch + ISA (256-bit flits), four 4-lane GT "
-          "links, 250 MHz (Vivado build tree)",
+          f"links, {CLOCK_MHZ} MHz (Vivado build tree)",
           "vivado", "xcvu13p", "SwitchBoardPlatform", "SwitchBoardTop", "scin_switch"),
     Board("vu13p-endpoint",
           "XCVU13P-FLGA2577-2-I endpoint FPGA: transport port, AXI bridge, accelerator stand-in, "
-          "DDR4, one 4-lane GT link, 250 MHz (Vivado build tree)",
+          f"DDR4, one 4-lane GT link, {CLOCK_MHZ} MHz (Vivado build tree)",
           "vivado", "xcvu13p", "EndpointBoardPlatform", "EndpointBoardTop", "scin_endpoint"),
     Board("ulx3s-85f",
           "ULX3S with ECP5 LFE5U-85F: reduced switch + ISA (64-bit flits, 2 ports, 8 KiB wave "

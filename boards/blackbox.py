@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from amaranth.hdl import Instance, Value, ValueCastable, IOValue
 from amaranth.lib import io
 
+from ..hdl.paper import AURORA_CYCLES, CLOCK_HZ, CLOCK_MHZ, FLIT_WIDTH, ONE_WAY_LATENCY
+
 
 __all__ = ["IpPort", "BlackBox", "link_phy", "ddr4_axi", "switch_ctrl", "endpoint_ctrl"]
 
@@ -135,7 +137,7 @@ def _wrap(text, width):
     return lines + ([line] if line else [])
 
 
-def link_phy(flit_width=256, lanes=4):
+def link_phy(flit_width=FLIT_WIDTH, lanes=4):
     """The link PHY of one switch port or endpoint: a full-duplex, ``lanes``-lane serial link that
     carries one SCIN link word per fabric clock cycle in each direction.
 
@@ -147,9 +149,10 @@ def link_phy(flit_width=256, lanes=4):
     """
     w = flit_width
     word = w + 1 + 2 + 1 + 4   # data, last, class, valid, credits
-    lane_gbps = word * 250e6 * 66 / 64 / lanes / 1e9
+    lane_gbps = word * CLOCK_HZ * 66 / 64 / lanes / 1e9
     ports = (
-        IpPort("clk", "i", 1, "fabric clock (250 MHz): every user-side port is synchronous to it"),
+        IpPort("clk", "i", 1,
+               f"fabric clock ({CLOCK_MHZ} MHz): every user-side port is synchronous to it"),
         IpPort("rst", "i", 1, "synchronous reset, active high (fabric clock domain)"),
         IpPort("gt_refclk_p", "i", 1, "transceiver reference clock, P (board oscillator on the GT quad's MGTREFCLK pins)"),
         IpPort("gt_refclk_n", "i", 1, "transceiver reference clock, N"),
@@ -175,9 +178,10 @@ def link_phy(flit_width=256, lanes=4):
         module="scin_link_phy",
         summary=f"{lanes}-lane transceiver link carrying one {word}-bit SCIN link word per fabric cycle each way",
         realisation=(f"Prototype: AMD Aurora 64B66B, {lanes} GTY lanes, framing mode streaming, "
-                     f"user clock crossed to the 250 MHz fabric clock inside the wrapper. One word per "
-                     f"cycle needs at least {lane_gbps:.2f} Gb/s per lane before clock-compensation "
-                     f"overhead. Its latency counts in the 70-cycle link share of the 90-cycle one-way "
+                     f"user clock crossed to the {CLOCK_MHZ} MHz fabric clock inside the wrapper. "
+                     f"One word per cycle needs at least {lane_gbps:.2f} Gb/s per lane before "
+                     f"clock-compensation overhead. Its latency counts in the {AURORA_CYCLES}-cycle "
+                     f"link share of the {ONE_WAY_LATENCY}-cycle one-way "
                      f"budget (docs/PROTOCOL.md). Words are delivered in order, none dropped or "
                      f"duplicated while channel_up is high."),
         ports=ports,
@@ -185,11 +189,11 @@ def link_phy(flit_width=256, lanes=4):
     )
 
 
-def ddr4_axi(data_width=256, addr_width=48, id_width=5, dq_width=64, row_width=17):
+def ddr4_axi(data_width=FLIT_WIDTH, addr_width=48, id_width=5, dq_width=64, row_width=17):
     """DDR4 memory behind an AXI4 subordinate port in the fabric clock domain."""
     dqs = dq_width // 8
     ports = (
-        IpPort("clk", "i", 1, "fabric clock (250 MHz): the AXI port is synchronous to it"),
+        IpPort("clk", "i", 1, f"fabric clock ({CLOCK_MHZ} MHz): the AXI port is synchronous to it"),
         IpPort("rst", "i", 1, "synchronous reset, active high"),
         IpPort("sys_clk_p", "i", 1, "DDR4 controller reference clock, P (board oscillator)"),
         IpPort("sys_clk_n", "i", 1, "DDR4 controller reference clock, N"),
@@ -242,7 +246,8 @@ def ddr4_axi(data_width=256, addr_width=48, id_width=5, dq_width=64, row_width=1
         module="scin_ddr4_axi",
         summary=f"DDR4 SDRAM ({dq_width}-bit) behind a {data_width}-bit AXI4 subordinate port",
         realisation=("Prototype: AMD DDR4 SDRAM (MIG) core with its AXI4 interface, behind an AXI "
-                     "clock converter from the 250 MHz fabric clock to the controller's UI clock "
+                     f"clock converter from the {CLOCK_MHZ} MHz fabric clock to the controller's "
+                     "UI clock "
                      "(and an AXI data-width converter if its native width differs). Must keep "
                      "same-ID write order (the SCIN bridge writes on ID 0 so that a completion flag "
                      "becomes visible after its data) and must not interleave the R beats of "

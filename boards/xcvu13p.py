@@ -9,8 +9,8 @@
   (:class:`~scin.boards.logic.EndpointLogic`), DDR4 through a :func:`~scin.boards.blackbox.ddr4_axi`
   black box, and a host-controller port.
 
-Both run the fabric at 250 MHz from a board oscillator (``clk250``, LVDS); Vivado gets a 4.000 ns
-clock constraint. ``platform.build(top, do_build=False)`` (what ``scin build`` does) writes the
+Both run the fabric at the prototype's 250 MHz (:data:`~scin.hdl.paper.CLOCK_HZ`) from a board
+oscillator (``clk250``, LVDS); Vivado gets a 4.000 ns clock constraint. ``platform.build(top, do_build=False)`` (what ``scin build`` does) writes the
 Vivado project script, constraints and Verilog without Vivado.
 
 Pin locations: the prototype's boards are not published, so every package pin here is a named
@@ -30,6 +30,7 @@ from amaranth_boards.resources import LEDResources
 from ..hdl.catalog import DEFAULT_CREDITS, DEFAULT_ISA_DEPTH
 from ..hdl.isa import IsaParams
 from ..hdl.packet import FabricParams
+from ..hdl.paper import CLOCK_HZ, PORTS
 from . import blackbox
 from ..hdl.params import check_type
 from ..hdl.scin_switch import ScinSwitch
@@ -39,8 +40,8 @@ from .logic import EndpointLogic
 __all__ = ["XCVU13PPlatform", "SwitchBoardPlatform", "EndpointBoardPlatform",
            "SwitchBoardTop", "EndpointBoardTop", "FABRIC_CLOCK_HZ", "GT_LANES", "PINS"]
 
-#: The prototype's fabric clock.
-FABRIC_CLOCK_HZ = 250e6
+#: The prototype's fabric clock (paper section V).
+FABRIC_CLOCK_HZ = CLOCK_HZ
 #: Transceiver lanes per link.
 GT_LANES = 4
 
@@ -201,9 +202,9 @@ class SwitchBoardTop(_BoardTop):
 
     def __init__(self, isa=None, *, credits=DEFAULT_CREDITS, isa_depth=DEFAULT_ISA_DEPTH):
         isa = check_type("isa", IsaParams() if isa is None else isa, IsaParams)
-        if isa.fabric.ports != 4:
-            raise ValueError(f"the switch board has 4 transceiver links, so the fabric must have "
-                             f"4 ports, not {isa.fabric.ports}")
+        if isa.fabric.ports != PORTS:
+            raise ValueError(f"the switch board has {PORTS} transceiver links, so the fabric must "
+                             f"have {PORTS} ports, not {isa.fabric.ports}")
         self.logic = ScinSwitch(isa, credits=credits, isa_depth=isa_depth)
         f = isa.fabric
         self.phy = blackbox.link_phy(f.flit_width, GT_LANES)
