@@ -4,8 +4,9 @@ The data comes from a test run with ``SCIN_COVERAGE=1`` (``make coverage``): eve
 leaves its counts in ``.build/coverage/`` (:mod:`scin.sim.hdl_coverage`). This command merges
 them, maps them to the lines of ``hdl/`` and writes the Markdown report (default
 ``docs/COVERAGE.md``): the overall share, a table per ``hdl/`` file, the files with no point and
-every uncovered line with its reason (``docs/coverage-waivers.toml``, or "not reached by any
-test"). Exit status 0, or 1 below ``--min``; 2 on bad options or no data.
+every uncovered line with its reason (``docs/coverage-waivers.toml``, each waiver naming its line
+by file, scope and text, :mod:`scin.sim.line_keys`; or "not reached by any test"). Exit status 0,
+or 1 below ``--min``; 2 on bad options, no data, or a waiver that names no line of the source.
 """
 
 import sys
@@ -28,8 +29,8 @@ def add_arguments(p):
                    help="the Markdown report to write, '-' for standard output "
                         "(default: docs/COVERAGE.md)")
     p.add_argument("--waivers", default=str(hdl_coverage.WAIVERS_PATH), metavar="FILE",
-                   help="reasons for uncovered lines, 'hdl/FILE:LINE' = 'reason' under [waivers] "
-                        "(default: docs/coverage-waivers.toml)")
+                   help="reasons for uncovered lines, 'hdl/FILE::SCOPE::TEXT' = 'reason' under "
+                        "[waivers] (default: docs/coverage-waivers.toml)")
     # Not --command: `args.command` is the name of the scin command (scripts/cli.py).
     p.add_argument("--collected-by", default="make coverage", metavar="TEXT",
                    help="the command that collected the data, quoted in the report "
@@ -46,11 +47,12 @@ def run(args):
     """Merge the data, write the report, print the summary; see the module docstring."""
     if args.min is not None and not 0 <= args.min <= 100:
         raise ValueError(f"--min must be a percentage from 0 to 100, not {args.min}")
+    # The waivers first: a stale one stops the command before minutes of merging.
+    waivers = hdl_coverage.load_waivers(Path(args.waivers))
     try:
         cov = hdl_coverage.collect(Path(args.data))
     except FileNotFoundError as exc:
         raise RuntimeError(str(exc)) from exc
-    waivers = hdl_coverage.load_waivers(Path(args.waivers))
     report = hdl_coverage.render_report(cov, waivers=waivers, command=args.collected_by,
                                         commit=current_commit(), notes=args.note)
     total = len(cov.lines)

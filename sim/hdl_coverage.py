@@ -29,7 +29,10 @@ runs at time 0, so they say nothing. Lines of hand-written Verilog in ``hdl/`` (
 are their own lines. Toggle points are mapped by the ``src`` attribute of the signal's
 declaration; internal wires without one are counted apart. :func:`render_report` writes the
 Markdown report (``scin coverage``, ``docs/COVERAGE.md``), with each uncovered line's reason
-from :data:`WAIVERS_PATH` or "not reached by any test".
+from :data:`WAIVERS_PATH` or "not reached by any test". A waiver names its line by file, scope and
+text (:mod:`.line_keys`), not by number, so that an edit above it does not move it; it is
+resolved to today's line number when loaded (:func:`load_waivers`), and one that names no line
+stops the report.
 """
 
 import contextlib
@@ -43,6 +46,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .line_keys import SourceIndex, StaleKey, parse
 from .toolchain import REPO_ROOT, file_lock
 
 
@@ -58,7 +62,8 @@ DATA_PLUSARG = "+verilator+coverage+file+"
 MERGED = "merged"
 #: What a Verilator build adds under coverage.
 COVERAGE_FLAGS = ["--coverage-line", "--coverage-toggle"]
-#: The committed reasons for lines no test reaches: ``"hdl/file.py:LINE" = "reason"``.
+#: The committed reasons for lines no test reaches: ``'hdl/FILE::SCOPE::TEXT' = "reason"``
+#: under ``[waivers]`` (:mod:`.line_keys`).
 WAIVERS_PATH = REPO_ROOT / "docs" / "coverage-waivers.toml"
 #: Verilator's branch points; ``block`` (a whole ``always``) and ``toggle`` are handled apart.
 BRANCH_KINDS = ("if", "else", "elsif", "case")
@@ -556,21 +561,35 @@ def _collect_model(files, root, cov):
 
 # --- Waivers and the report --------------------------------------------------------------------
 
-def load_waivers(path=WAIVERS_PATH):
-    """The waivers file: ``{(path, line): reason}``. Raises ``ValueError`` naming a key that is
-    not ``hdl/...:LINE`` or a reason that is empty."""
+def load_waivers(path=WAIVERS_PATH, root=REPO_ROOT):
+    """The waivers file resolved against the sources under ``root``: ``{(path, line): reason}``
+    with today's line numbers. Raises ``ValueError`` naming a key that is not a line key
+    (``'hdl/FILE::SCOPE::TEXT'``, :mod:`.line_keys`) of a file under ``hdl/``, or a reason that
+    is empty; and :class:`~.line_keys.StaleKey` (a ``ValueError``) listing every key that names
+    no line today (its file, scope and text), so that a waiver whose line was edited is found,
+    never silently dropped."""
     path = Path(path)
     if not path.exists():
         return {}
     data = tomllib.loads(path.read_text()).get("waivers", {})
-    out = {}
-    for key, reason in data.items():
-        file, _, line = key.rpartition(":")
-        if not file.startswith("hdl/") or not line.isdigit():
-            raise ValueError(f"{path}: waiver key {key!r} is not 'hdl/FILE:LINE'")
+    index = SourceIndex(root)
+    out, stale = {}, []
+    for text, reason in data.items():
+        try:
+            key = parse(text)
+        except ValueError as error:
+            raise ValueError(f"{path}: waiver key {error}") from None
+        if not key.file.startswith("hdl/"):
+            raise ValueError(f"{path}: waiver key {text!r} names {key.file}, not a file under hdl/")
         if not isinstance(reason, str) or not reason.strip():
-            raise ValueError(f"{path}: waiver {key!r} has no reason")
-        out[(file, int(line))] = reason.strip()
+            raise ValueError(f"{path}: waiver {text!r} has no reason")
+        try:
+            out[(key.file, index.resolve(key))] = reason.strip()
+        except StaleKey as error:
+            stale.append(str(error))
+    if stale:
+        raise StaleKey(f"{path}: {len(stale)} waiver(s) name no line of today's source:\n  "
+                       + "\n  ".join(stale))
     return out
 
 
@@ -639,7 +658,12 @@ def render_report(cov, *, waivers, command, commit, notes=(), root=REPO_ROOT):
             "No Verilator model of the run contains hardware from these files (or they hold no "
             "hardware: layouts, parameters, codecs, formal harnesses):", "",
             ", ".join(f"`{m}`" for m in missing) or "none", "",
-            "## Uncovered lines", ""]
+            "## Uncovered lines", "",
+            "Each line is shown by its number at the commit above. A reason "
+            "comes from `docs/coverage-waivers.toml`, which names each line by file, scope "
+            "(class and function, or Verilog module) and text, `FILE::SCOPE::TEXT` "
+            "(sim/line_keys.py), so that edits elsewhere in the file do not move it; a waiver "
+            "that names no line of the source stops the report.", ""]
     uncovered = sorted(key for key, hits in cov.lines.items() if not hits)
     if not uncovered:
         out.append("None.")

@@ -1,7 +1,9 @@
 """Line and toggle coverage of ``hdl/`` (``sim/hdl_coverage.py``, ``scin coverage``, ``make
 coverage``): the parser of Verilator's data, the mapping of Verilog branches back to Python lines
-through the attributes of the annotated conversion, the waivers file, the report, and that
-without ``SCIN_COVERAGE`` the runner builds exactly what it built before. No simulator runs here.
+through the attributes of the annotated conversion, the waivers file and its line keys (which
+survive edits above a waived line and go stale when the line itself changes), the report, and
+that without ``SCIN_COVERAGE`` the runner builds exactly what it built before. No simulator runs
+here.
 """
 
 import hashlib
@@ -9,10 +11,12 @@ import importlib.util
 import json
 import shutil
 import subprocess
+import textwrap
+import tomllib
 
 import pytest
 
-from scin.sim import hdl_coverage, runner
+from scin.sim import hdl_coverage, line_keys, runner
 from scin.sim.toolchain import REPO_ROOT, setup_environment
 
 
@@ -220,29 +224,148 @@ def test_report_gives_each_uncovered_line_a_reason(tmp_path):
     assert "| `hdl/x.py` | 3 | 1 | 33.3 | 1 | 4 | 75.0 |" in report
     assert "| `hdl/x.py:2` | `with m.If(never):` | a parameter never simulated |" in report
     assert "| `hdl/x.py:3` | `with m.If(rare):` | not reached by any test |" in report
+    assert "`FILE::SCOPE::TEXT`" in report
     assert "abc1234" in report and "make coverage" in report
 
 
 def test_waivers_name_existing_hdl_lines():
-    """Every entry of docs/coverage-waivers.toml names a non-blank line of an hdl/ file, with a
-    reason (an entry whose line moved fails here)."""
+    """Every entry of docs/coverage-waivers.toml resolves to one non-blank line of an hdl/ file,
+    with a reason (an entry whose line was edited fails here, naming its file, scope and text)."""
     waivers = hdl_coverage.load_waivers()
+    keys = tomllib.loads(hdl_coverage.WAIVERS_PATH.read_text())["waivers"]
+    assert len(waivers) == len(keys)            # no two keys name the same line
     for (path, line), reason in waivers.items():
-        source = REPO_ROOT / path
-        assert source.is_file(), f"{path}:{line}: no such file"
-        lines = source.read_text().splitlines()
-        assert 1 <= line <= len(lines) and lines[line - 1].strip(), f"{path}:{line}: blank or past the end"
+        lines = (REPO_ROOT / path).read_text().splitlines()
+        assert lines[line - 1].strip(), f"{path}:{line}: blank"
         assert reason
 
 
 def test_waivers_file_errors_name_the_entry(tmp_path):
     bad = tmp_path / "w.toml"
-    bad.write_text('[waivers]\n"sim/x.py:3" = "no"\n')
-    with pytest.raises(ValueError, match="sim/x.py:3"):
+    bad.write_text("[waivers]\n'sim/x.py::f::a = 1' = \"no\"\n")
+    with pytest.raises(ValueError, match="sim/x.py, not a file under hdl/"):
         hdl_coverage.load_waivers(bad)
-    bad.write_text('[waivers]\n"hdl/x.py:3" = " "\n')
+    bad.write_text('[waivers]\n"hdl/x.py:3" = "an old line-number key"\n')
+    with pytest.raises(ValueError, match="'hdl/x.py:3' is not a line key"):
+        hdl_coverage.load_waivers(bad)
+    bad.write_text("[waivers]\n'hdl/transport/credit_rx.py::CreditRx.elaborate::"
+                   "m.d.sync += self.overflow.eq(1)' = ' '\n")
     with pytest.raises(ValueError, match="no reason"):
         hdl_coverage.load_waivers(bad)
+
+
+#: The waived lines of the credit receiver, as docs/coverage-waivers.toml names them.
+CREDIT_RX = "hdl/transport/credit_rx.py"
+
+
+def _credit_rx_copy(tmp_path):
+    """A scratch root holding a copy of the credit receiver and a waivers file with its
+    committed waivers; returns ``(root, waivers file, {key: line today})``."""
+    root = tmp_path / "root"
+    (root / CREDIT_RX).parent.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / CREDIT_RX, root / CREDIT_RX)
+    committed = tomllib.loads(hdl_coverage.WAIVERS_PATH.read_text())["waivers"]
+    mine = {k: v for k, v in committed.items() if k.startswith(CREDIT_RX + "::")}
+    assert len(mine) == 2
+    waivers = tmp_path / "waivers.toml"
+    # TOML literal strings for the keys (no quote in them), JSON's escapes for the reasons.
+    waivers.write_text("[waivers]\n" + "".join(f"'{k}' = {json.dumps(v)}\n"
+                                                for k, v in mine.items()))
+    index = line_keys.SourceIndex(REPO_ROOT)
+    return root, waivers, {k: index.resolve(k) for k in mine}
+
+
+def test_a_waiver_follows_its_line_when_lines_are_inserted_above(tmp_path):
+    """Lines added above a waived line (at the top of the file and inside its scope) leave the
+    waiver valid: it resolves to the line's new number, whose text is the waived one."""
+    root, waivers, before = _credit_rx_copy(tmp_path)
+    source = (root / CREDIT_RX).read_text().splitlines(keepends=True)
+    first = min(before.values())
+    indent = source[first - 1][:len(source[first - 1]) - len(source[first - 1].lstrip())]
+    edited = (["# a new comment\n", "\n", "import os\n"] + source[:first - 1]
+              + [f"{indent}pass   # a new statement in the waived line's scope\n",
+                 f"{indent}# and a comment\n"] + source[first - 1:])
+    (root / CREDIT_RX).write_text("".join(edited))
+    resolved = hdl_coverage.load_waivers(waivers, root)
+    assert sorted(line for _, line in resolved) == sorted(n + 5 for n in before.values())
+    lines = (root / CREDIT_RX).read_text().splitlines()
+    for key, old in before.items():
+        assert lines[old + 5 - 1].strip() == line_keys.parse(key).text
+    # And the old line number would now name another line: a line-number key would be wrong.
+    assert lines[first - 1].strip() != line_keys.parse(next(iter(before))).text
+
+
+def test_a_waiver_whose_line_was_edited_is_reported_stale(tmp_path):
+    """Editing the waived line's text makes the waiver an error that names the file, the scope
+    and the text it was given for (the reason may no longer hold), never a silent miss."""
+    root, waivers, _ = _credit_rx_copy(tmp_path)
+    text = (root / CREDIT_RX).read_text()
+    assert text.count("with m.If(w_en & ~fifo.w_rdy):") == 1
+    (root / CREDIT_RX).write_text(text.replace("with m.If(w_en & ~fifo.w_rdy):",
+                                               "with m.If(w_en & ~fifo.w_rdy & ~self.halt):"))
+    with pytest.raises(line_keys.StaleKey) as error:
+        hdl_coverage.load_waivers(waivers, root)
+    message = str(error.value)
+    assert "1 waiver(s) name no line" in message
+    assert CREDIT_RX in message and "CreditRx.elaborate" in message
+    assert "'with m.If(w_en & ~fifo.w_rdy):'" in message
+    # The file gone is stale too, not ignored.
+    (root / CREDIT_RX).unlink()
+    with pytest.raises(line_keys.StaleKey, match="2 waiver"):
+        hdl_coverage.load_waivers(waivers, root)
+
+
+SCOPED = textwrap.dedent('''\
+    X = 1
+
+    class Block:
+        @property
+        def width(self):
+            return 1
+
+        def elaborate(self, platform):
+            m = Module()
+            with m.If(a):
+                m.d.sync += x.eq(0)
+            with m.If(b):
+                m.d.sync += x.eq(0)
+
+            def helper(m):
+                m.d.sync += x.eq(0)
+            return m
+    ''')
+
+
+def test_line_keys_name_scope_text_and_occurrence(tmp_path):
+    (tmp_path / "hdl").mkdir()
+    (tmp_path / "hdl" / "b.py").write_text(SCOPED)
+    index = line_keys.SourceIndex(tmp_path)
+    keys = {n: str(index.key_of("hdl/b.py", n)) for n in (1, 4, 11, 13, 16)}
+    assert keys == {1: "hdl/b.py::<module>::X = 1",
+                    4: "hdl/b.py::Block.width::@property",
+                    11: "hdl/b.py::Block.elaborate[1]::m.d.sync += x.eq(0)",
+                    13: "hdl/b.py::Block.elaborate[2]::m.d.sync += x.eq(0)",
+                    16: "hdl/b.py::Block.elaborate.helper::m.d.sync += x.eq(0)"}
+    for n, key in keys.items():
+        assert index.resolve(key) == n and str(line_keys.parse(key)) == key
+    with pytest.raises(line_keys.StaleKey, match=r"ambiguous key .* \(lines 11, 13\); name one as"):
+        index.resolve("hdl/b.py::Block.elaborate::m.d.sync += x.eq(0)")
+    with pytest.raises(line_keys.StaleKey, match="only 2 line"):
+        index.resolve("hdl/b.py::Block.elaborate[3]::m.d.sync += x.eq(0)")
+    with pytest.raises(line_keys.StaleKey, match="no scope Block.gone"):
+        index.resolve("hdl/b.py::Block.gone::m = Module()")
+    with pytest.raises(ValueError, match="blank"):
+        index.key_of("hdl/b.py", 2)
+    # A key's text may hold '::' and end in ':'.
+    assert line_keys.parse("hdl/b.py::f::a[::2]:").text == "a[::2]:"
+
+
+def test_verilog_lines_are_scoped_by_module():
+    index = line_keys.SourceIndex(REPO_ROOT)
+    line = index.resolve('hdl/endpoint/sim_ram.v::scin_sim_ram::'
+                         'if (!$value$plusargs("scin_dump_lo=%d", lo)) lo = 0;')
+    key = index.key_of("hdl/endpoint/sim_ram.v", line)
+    assert key.scope == "scin_sim_ram" and key.occurrence is None
 
 
 def test_without_the_variable_builds_are_unchanged(monkeypatch):
@@ -352,3 +475,17 @@ def test_fold_sums_the_runs_of_a_model_and_keeps_a_stranger_apart(annotated, tmp
     assert cov.lines == hdl_coverage.collect(tmp_path / "apart", root).lines
     assert cov.lines[("hdl/block.py", line_of("IF"))] == 10
     assert sorted(cov.runs) == [(f"tb/t.py::{n}", "block") for n in ("one", "three", "two")]
+
+
+def test_scin_coverage_stops_on_a_stale_waiver_before_reading_data(tmp_path, capsys):
+    """`scin coverage` checks the waivers first: a stale one is exit status 2 naming the line,
+    even before it finds that there is no data to merge."""
+    from scin.scripts.cli import main
+    waivers = tmp_path / "w.toml"
+    waivers.write_text("[waivers]\n'hdl/transport/credit_rx.py::CreditRx.elaborate::"
+                       "with m.If(gone):' = \"a reason\"\n")
+    assert main(["coverage", "--waivers", str(waivers), "--data", str(tmp_path / "none"),
+                 "--out", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "CreditRx.elaborate" in err and "'with m.If(gone):'" in err
+    assert "no coverage data" not in err
