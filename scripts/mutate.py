@@ -6,7 +6,9 @@ dropped conditions, removed inversions, swapped enumeration values) spread over 
 baseline that fails would make every mutant look killed), then runs each mutant's tests on a
 scratch copy of the tree and reports killed, survived and timed-out mutants, the score
 (killed + timed out over all that ran) and every survivor with its triage
-(:data:`~.mutation.TRIAGE`, or "not triaged"). ``--doc`` writes the report into
+(:data:`~.mutation.TRIAGE`, keyed by :attr:`~.mutation.Mutant.key`, or "not triaged"; a TRIAGE
+entry that names no mutant of today's source stops the command before it runs anything, exit
+status 2). ``--doc`` writes the report into
 docs/VERIFICATION.md. Exit status 0 when the score reaches ``--min-score`` and every baseline
 passed, 1 otherwise, 2 on bad options.
 """
@@ -98,7 +100,7 @@ def report_markdown(outcomes, args, seconds, triage, commit=None):
         for o in survivors:
             m = o.mutant
             change = f"`{m.before}` -> `{m.after}`".replace("|", "\\|")
-            reason = triage.get(m.name, "**not triaged**").replace("|", "\\|")
+            reason = triage.get(m.key, "**not triaged**").replace("|", "\\|")
             lines.append(f"| `{m.file}:{m.line}` {m.operator} | {change} | {reason} |")
     else:
         lines.append("None.")
@@ -111,6 +113,8 @@ def run(args):
     from .cli import CommandError
     if args.jobs < 1:
         raise ValueError(f"--jobs must be at least 1, not {args.jobs}")
+    # A stale entry (its line edited) fails here, naming its file, scope and text.
+    mutation.resolve_triage()
     if args.from_json:
         return _report_again(args, mutation)
     files = None if args.files is None else [f.strip() for f in args.files.split(",") if f.strip()]
@@ -119,7 +123,7 @@ def run(args):
         for f in (files or mutation.TARGETS):
             print(f"{f}: {len(mutation.sites(f))} sites; tests: {' '.join(mutation.TARGETS[f])}")
         for m in mutants:
-            print(f"{m.name}: {m.before!r} -> {m.after!r}")
+            print(f"{m.name}: {m.before!r} -> {m.after!r}\n  key {m.key}")
         return 0
     started = time.monotonic()
     involved = list(dict.fromkeys(m.file for m in mutants))
@@ -181,8 +185,9 @@ def _report(args, mutation, ordered, seconds, commit):
     print(f"scin mutate: {noticed} of {ran} mutants noticed ({share:.1%}), {len(survivors)} "
           f"survived, {len(ordered) - ran} could not run; {seconds:.0f} s")
     for o in survivors:
-        reason = mutation.TRIAGE.get(o.mutant.name, "not triaged")
-        print(f"  survived {o.mutant.name}: {o.mutant.before!r} -> {o.mutant.after!r} ({reason})")
+        reason = mutation.TRIAGE.get(o.mutant.key, "not triaged")
+        print(f"  survived {o.mutant.name}: {o.mutant.before!r} -> {o.mutant.after!r} ({reason})"
+              f"\n    key {o.mutant.key}")
     if args.json:
         text = json.dumps({"seed": args.seed, "count": args.count, "jobs": args.jobs,
                            "commit": commit, "noticed": noticed, "ran": ran,

@@ -12,6 +12,12 @@ then, if the mutant survived them, the slower simulations of the block in its sy
 A mutant is **killed** when its tests fail (an elaboration error counts: the tests ran the mutated
 code and noticed), **survives** when they pass, and **times out** when they run past the limit
 (counted as killed: a hang is noticed, but listed apart).
+
+A surviving mutant that was looked at has its reason in :data:`TRIAGE`, keyed by
+:attr:`Mutant.key`: the line's key of :mod:`scin.sim.line_keys` (file, scope and text, so that
+edits elsewhere in the file leave it valid) and which change on that line.
+:func:`resolve_triage` finds each entry's mutant in today's source and fails, naming the file,
+scope and text, on an entry that names none.
 """
 
 import ast
@@ -26,11 +32,12 @@ import time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 
+from ..sim.line_keys import SourceIndex, StaleKey, parse
 from ..sim.toolchain import BUILD_ROOT, REPO_ROOT
 
 
 __all__ = ["Mutant", "Outcome", "OPERATORS", "TARGETS", "SECOND_TIER", "TRIAGE", "sites",
-           "choose", "overlay", "run_tests", "run_mutant"]
+           "resolve_triage", "choose", "overlay", "run_tests", "run_mutant"]
 
 #: The kinds of mutation, with what each does.
 OPERATORS = {
@@ -80,46 +87,68 @@ SECOND_TIER = {
     "hdl/switch/arbiter.py": ["tb/test_switch_port.py", "-k", "icarus"],
 }
 
-#: Surviving mutants that were looked at, by :attr:`Mutant.name`, each with why it survives: an
-#: equivalent mutant (no behaviour changes) says why; a real gap names the test that now covers it
-#: (then the mutant no longer survives and its entry can go).
+#: Surviving mutants that were looked at, by :attr:`Mutant.key` (``FILE::SCOPE::TEXT`` of the
+#: line, then ``::OPERATOR@COLUMN``, the column counted from the line's first non-blank
+#: character, and ``/variant``), each with why it survives: an equivalent mutant (no behaviour
+#: changes) says why; a real gap names the test that now covers it (then the mutant no longer
+#: survives and its entry can go). `scin mutate --list` prints every drawn mutant's key.
 TRIAGE = {
-    "hdl/isa/writeback.py:391:57:drop_condition/1":
+    "hdl/isa/writeback.py::WriteBack._header_state::"
+    "out.push.eq(can & ~flush), tags.start.eq(out.can_start & ~flush & ~posted),"
+    "::drop_condition@41/1":
         "equivalent: a header state under flush then pulses the write tags' `start`, which only "
         "advances the tag sequence by one, since `flush` frees every entry after `start` marks "
         "one (WriteTags gives the flush the last word); tags must only be unique in their window, "
         "so a skipped number changes nothing a port or a test can see",
-    "hdl/switch/arbiter.py:79:38:drop_condition":
+    "hdl/switch/arbiter.py::PacketArbiter.elaborate::"
+    "with m.If(~locked):"
+    "::drop_condition@10":
         "equivalent: the round-robin pointer `last` is then also written on a packet's later "
         "flits, but while a packet is in progress the granted input is its owner, which `last` "
         "already holds from the packet's first flit (the formal invariant `pointer_is_owner` "
         "proves it), so the write changes nothing",
-    "hdl/isa/wave_table.py:174:19:compare":
+    "hdl/isa/wave_table.py::WaveTable._port::"
+    "slot_ok = (tag.slot < slots) if slots < (1 << p.slot_bits) else Const(1)"
+    "::compare@11":
         "equivalent: dead code for every legal configuration; `tag.slot < slots` is built only when "
         "`slots` does not fill `slot_bits`, but `capacity` and `max_payload` are both powers of "
         "two (IsaParams checks it), so `slots` always does and the check is the constant 1",
-    "hdl/isa/wave_table.py:174:40:compare":
+    "hdl/isa/wave_table.py::WaveTable._port::"
+    "slot_ok = (tag.slot < slots) if slots < (1 << p.slot_bits) else Const(1)"
+    "::compare@32":
         "equivalent: the inverted choice builds `tag.slot < slots` where the constant 1 was, and "
         "since `slots` always fills `slot_bits` (see the entry above) every `tag.slot` is below it",
-    "hdl/isa/instruction_buffer.py:127:20:drop_condition/1":
+    "hdl/isa/instruction_buffer.py::InstructionBuffer.elaborate::"
+    "with m.Elif(prog.advance & (here < r)):"
+    "::drop_condition@12/1":
         "equivalent: without the guard, an advance at a slot with no sync resource writes "
         "`cur[here]` with `here` one past the array, and Amaranth drops an assignment through an "
         "out-of-range Array index (no case of its switch matches); "
         "`test_instruction_buffer_advance_without_a_resource_moves_no_turn` now states the "
         "contract and passes with and without the guard",
-    "hdl/transport/round_robin.py:36:49:off_by_one":
+    "hdl/transport/round_robin.py::round_robin::"
+    "for off in reversed(range(1, n + 1)):"
+    "::off_by_one@33":
         "equivalent: the search loop gains an offset n + 1, which names the same input as offset "
         "1 and is assigned before it, so offset 1's assignment still wins",
-    "hdl/isa/writeback.py:429:22:drop_condition/1":
+    "hdl/isa/writeback.py::WriteBack._data_state::"
+    "with m.If(dp.valid & ~out.room):"
+    "::drop_condition@10/1":
         "a gap (`stall_tx` also counted cycles with no data waiting), now killed by "
         "`test_write_back_counts_stall_tx_only_while_data_waits`",
-    "hdl/isa/barrier.py:86:55:drop_condition/1":
+    "hdl/isa/barrier.py::BarrierManager.elaborate::"
+    "requests = [self.req[i].valid & ~in_body[i] & (~ack_full[i] | self.ack[i].ready)"
+    "::drop_condition@47/1":
         "a gap (a header taken only every other cycle when acks drain), now killed by "
         "`test_barrier_takes_a_header_every_cycle_while_acks_are_taken`",
-    "hdl/isa/writeback.py:277:42:drop_condition/1":
+    "hdl/isa/writeback.py::WriteBack.elaborate::"
+    "go = Mux(flush, out.room, squeue.r_rdy & out.room)"
+    "::drop_condition@26/1":
         "a gap (INT8 scale flits pushed into a full output and lost), now killed by "
         "`test_write_back_holds_int8_scales_until_the_output_has_room`",
-    "hdl/isa/read_issuer.py:142:63:off_by_one":
+    "hdl/isa/read_issuer.py::ReadIssuer.elaborate::"
+    "m.d.sync += c.stall_slot.eq(c.stall_slot + 1)"
+    "::off_by_one@43":
         "a gap (`stall_slot` counted by two), now killed by "
         "`test_read_issuer_counts_each_cycle_without_a_free_slot_once`",
 }
@@ -133,7 +162,11 @@ class Mutant:
     """One change to one file: the source text from ``(line, col)`` to ``(end_line, end_col)``
     (1-based lines, 0-based columns, as :mod:`ast` gives them) becomes ``after``.
 
-    ``before`` is the text replaced, kept to check the mutant still applies and for the report."""
+    ``before`` is the text replaced, kept to check the mutant still applies and for the report.
+    ``key`` names the mutant in a way that edits elsewhere in its file leave valid (:func:`sites`
+    sets it; :data:`TRIAGE` is keyed by it): ``FILE::SCOPE::TEXT`` of its first line
+    (:mod:`scin.sim.line_keys`), then ``::OPERATOR@COLUMN`` with the column counted from the
+    line's first non-blank character, and ``/variant`` as in :attr:`name`."""
     file: str
     operator: str
     line: int
@@ -143,6 +176,7 @@ class Mutant:
     before: str
     after: str
     variant: int = 0
+    key: str = ""
 
     @property
     def name(self):
@@ -284,11 +318,52 @@ def sites(path, root=REPO_ROOT):
     unique = {(m.line, m.col, m.operator, m.after): m for m in out}
     ordered = sorted(unique.values(), key=lambda m: (m.line, m.col, m.operator, m.after))
     numbered, seen = [], {}
+    index, lines = SourceIndex(root), source.splitlines()
     for m in ordered:
         where = (m.line, m.col, m.operator)
         seen[where] = seen.get(where, -1) + 1
-        numbered.append(dataclasses.replace(m, variant=seen[where]))
+        numbered.append(dataclasses.replace(
+            m, variant=seen[where], key=_key(index, path, lines, m, seen[where])))
     return numbered
+
+
+def _key(index, path, lines, m, variant):
+    """:attr:`Mutant.key` of ``m`` (``lines``: its file's text) with ``variant``."""
+    text = lines[m.line - 1]
+    column = len(text.encode()[:m.col].decode(errors="ignore")) - (len(text) - len(text.lstrip()))
+    return (f"{index.key_of(path, m.line)}::{m.operator}@{column}"
+            + (f"/{variant}" if variant else ""))
+
+
+def resolve_triage(triage=None, root=REPO_ROOT):
+    """Each :data:`TRIAGE` entry's (default; or ``triage``'s) mutant in the source under
+    ``root``: ``{key: Mutant}``, the mutant's line numbers today's. Raises
+    :class:`~scin.sim.line_keys.StaleKey` (a ``ValueError``) listing every entry that names no
+    mutant, with its file, scope and text: its line was edited or left its scope, or the line no
+    longer has that change; the triage is then to be looked at again, not dropped silently."""
+    triage = TRIAGE if triage is None else triage
+    index, found, stale, pools = SourceIndex(root), {}, [], {}
+    for key in triage:
+        line_key, _, change = key.rpartition("::")
+        try:
+            where = parse(line_key)
+            index.resolve(where)
+        except (StaleKey, ValueError) as error:
+            stale.append(f"triage {key!r}: {error}")
+            continue
+        if where.file not in pools:
+            pools[where.file] = {m.key: m for m in sites(where.file, root)}
+        if key in pools[where.file]:
+            found[key] = pools[where.file][key]
+        else:
+            stale.append(f"triage {key!r}: the line is there ({where.describe()}) but has no "
+                         f"mutant {change!r}; mutants of that line: "
+                         + ", ".join(k.rpartition("::")[2] for k in pools[where.file]
+                                     if k.rpartition("::")[0] == line_key))
+    if stale:
+        raise StaleKey(f"{len(stale)} TRIAGE entries name no mutant of today's source:\n  "
+                       + "\n  ".join(stale))
+    return found
 
 
 def choose(count, seed, files=None, root=REPO_ROOT):
