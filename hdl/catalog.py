@@ -6,6 +6,7 @@ with the project's default parameters for everything but ``params``. Convert wit
 credit links).
 """
 
+from .paper import AURORA_CYCLES, MEM_LATENCY
 from .transport import CreditTx, CreditRx, Link, TransportPort
 from .switch import SwitchPort, SwitchCore, Switch
 
@@ -17,7 +18,7 @@ __all__ = ["BLOCKS", "SIMULATION_ONLY", "DEFAULT_CREDITS", "DEFAULT_LINK_LATENCY
 #: 70-cycle link (``credits_for_full_rate(70)``) with margin, so one class alone can fill the link.
 DEFAULT_CREDITS = 256
 #: One-way link latency of the prototype's Aurora link, in cycles.
-DEFAULT_LINK_LATENCY = 70
+DEFAULT_LINK_LATENCY = AURORA_CYCLES
 #: Depth of each ISA RX and TX queue, in flits.
 DEFAULT_ISA_DEPTH = 256
 
@@ -27,7 +28,8 @@ BLOCKS = {
     "credit_rx": (lambda p: CreditRx(p, DEFAULT_CREDITS),
                   "per-class receive queues (block RAM) returning credits"),
     "link": (lambda p: Link(p, DEFAULT_LINK_LATENCY),
-             "full-duplex link model, 70-cycle one-way latency (simulation model)"),
+             f"full-duplex link model, {DEFAULT_LINK_LATENCY}-cycle one-way latency (simulation "
+             "model)"),
     "transport_port": (lambda p: TransportPort(p, DEFAULT_CREDITS),
                        "one end of a credit link: CreditTx + CreditRx"),
     "switch_port": (lambda p: SwitchPort(p, DEFAULT_CREDITS, DEFAULT_ISA_DEPTH),
@@ -49,7 +51,8 @@ BLOCKS = {
                     "NVLS baseline (docs/NVLS.md): multicast table, ld_reduce/st/red fan-out, "
                     "reduction table, FP32 arrival-order reducer, ack table"),
     "axi_memory": (lambda p: _endpoint_block(p, "memory"),
-                   "AXI4 slave memory model, 64 KiB, 40-cycle read latency (simulation model)"),
+                   f"AXI4 slave memory model, 64 KiB, {MEM_LATENCY}-cycle read latency (simulation "
+                   "model)"),
     "axi_bridge": (lambda p: _endpoint_block(p, "bridge"),
                    "endpoint protocol translation: packets <-> AXI4 master"),
     "accelerator": (lambda p: _endpoint_block(p, "accelerator"),
@@ -88,7 +91,7 @@ def _endpoint_block(params, which):
     if which == "bridge":
         return AxiBridge(params)
     if which == "memory":
-        return AxiMemory(AxiBridge(params).axi_params, size=1 << 16, latency=40)
+        return AxiMemory(AxiBridge(params).axi_params, size=1 << 16, latency=MEM_LATENCY)
     if which == "accelerator":
         return Accelerator(params, poll_addr_width=11)
     return Endpoint(params)

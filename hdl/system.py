@@ -19,6 +19,7 @@ from .isa.instruction_buffer import load_layout
 from .isa.wave_controller import counters_layout
 from .nvls.params import NvlsParams, mc_load_layout, nvls_counters_layout
 from .packet import NUM_CLASSES
+from .paper import MEM_LATENCY, ONE_WAY_LATENCY
 from .params import check_int, check_power_of_two, check_type
 from .scin_switch import ScinSwitch
 from .switch.filter import error_layout
@@ -31,7 +32,8 @@ __all__ = ["SystemParams", "System"]
 
 @dataclass(frozen=True)
 class SystemParams:
-    """Parameters of the simulated system. Defaults are the paper latency model.
+    """Parameters of the simulated system. Defaults are the paper latency model
+    (:mod:`scin.hdl.paper`).
 
     Parameters
     ----------
@@ -40,9 +42,11 @@ class SystemParams:
     one_way_latency : int
         Cycles from a flit entering an endpoint's transport queue to it leaving the switch port's
         receive queue: the link model's delay plus the transport RTL's own
-        ``TRANSPORT_LATENCY``. 90 cycles (360 ns) is the prototype's (20 transport + 70 Aurora).
+        ``TRANSPORT_LATENCY``. Default :data:`~scin.hdl.paper.ONE_WAY_LATENCY`, the prototype's
+        90 cycles (360 ns: 20 transport + 70 Aurora).
     mem_latency : int
-        Endpoint memory read latency, AR handshake to first R beat (40 cycles = 160 ns).
+        Endpoint memory read latency, AR handshake to first R beat. Default
+        :data:`~scin.hdl.paper.MEM_LATENCY` (40 cycles = 160 ns).
     mem_size : int
         Bytes of memory per endpoint (a power of two).
     mem_sizes : tuple of int
@@ -58,8 +62,8 @@ class SystemParams:
         ``isa.fabric``. ``None`` (the default): the switch without it.
     """
     isa:             IsaParams = field(default_factory=IsaParams)
-    one_way_latency: int = 90
-    mem_latency:     int = 40
+    one_way_latency: int = ONE_WAY_LATENCY
+    mem_latency:     int = MEM_LATENCY
     mem_size:        int = 1 << 20
     mem_sizes:       tuple = ()
     reorder:         bool = False

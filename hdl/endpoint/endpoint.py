@@ -5,6 +5,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from ..packet import FabricParams, MsgClass, NUM_CLASSES
+from ..paper import MEM_LATENCY
 from ..params import check_type
 from ..transport.signature import packet_signature
 from .accelerator import Accelerator, command_layout, event_layout
@@ -41,7 +42,8 @@ class Endpoint(wiring.Component):
     mem_size : int
         Bytes of endpoint memory (a power of two).
     latency : int
-        Memory read latency in cycles (AR to first R beat); 40 is the paper latency model.
+        Memory read latency in cycles (AR to first R beat); default
+        :data:`~scin.hdl.paper.MEM_LATENCY`, the paper latency model's 40.
     reorder : bool
         Let the memory answer reads with different IDs out of order.
     outstanding : int
@@ -64,7 +66,7 @@ class Endpoint(wiring.Component):
         Bridge counters (see :class:`AxiBridge`).
     """
 
-    def __init__(self, params, *, port=0, mem_size=1 << 16, latency=40, reorder=False,
+    def __init__(self, params, *, port=0, mem_size=1 << 16, latency=MEM_LATENCY, reorder=False,
                  outstanding=16, storage="memory", name="mem"):
         self._params = check_type("params", params, FabricParams)
         self.bridge = AxiBridge(params, port=port, outstanding=outstanding)
