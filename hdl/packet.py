@@ -18,6 +18,8 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data, enum
 from amaranth.utils import bits_for, ceil_log2
 
+from .paper import FLIT_WIDTH, PORTS
+
 
 __all__ = ["MsgClass", "Opcode", "Status", "FabricParams", "OPCODE_CLASS", "NUM_CLASSES"]
 
@@ -100,8 +102,8 @@ class FabricParams:
     ValueError
         If a parameter is out of range, or if the header does not fit in one flit.
     """
-    flit_width:  int = 256
-    ports:       int = 4
+    flit_width:  int = FLIT_WIDTH
+    ports:       int = PORTS
     port_bits:   int = 4
     addr_width:  int = 48
     tag_width:   int = 16
@@ -123,7 +125,7 @@ class FabricParams:
                              f"{self.flit_width}-bit flit; reduce addr_width, tag_width or port_bits")
 
     @classmethod
-    def default_for(cls, flit_width=256, ports=4):
+    def default_for(cls, flit_width=FLIT_WIDTH, ports=PORTS):
         """Sensible parameters for a flit width and port count: the prototype's field widths
         where they fit, narrower address and tag fields for 64-bit flits so the header fits."""
         port_bits = max(4, ceil_log2(ports)) if flit_width > 64 else max(1, ceil_log2(ports))

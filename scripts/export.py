@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from ..hdl.catalog import BLOCKS, SIMULATION_ONLY
+from ..hdl.paper import FLIT_WIDTH, PORTS
 from ..hdl.toplevel import toplevel_ports
 from ..sim.runner import extra_sources, verilog_for
 
@@ -79,10 +80,10 @@ def export_verilog(out_dir, params, names=None, log=print):
 def fabric_arguments(parser):
     """The fabric options shared by ``scin verilog``, ``synth`` and ``lint``."""
     group = parser.add_argument_group("fabric parameters")
-    group.add_argument("--ports", type=int, default=4, metavar="N",
-                       help="switch ports / endpoints (default: 4)")
-    group.add_argument("--flit-width", type=int, default=256, metavar="BITS",
-                       choices=(64, 128, 256, 512), help="flit width in bits (default: 256)")
+    group.add_argument("--ports", type=int, default=PORTS, metavar="N",
+                       help="switch ports / endpoints (default: %(default)s)")
+    group.add_argument("--flit-width", type=int, default=FLIT_WIDTH, metavar="BITS",
+                       choices=(64, 128, 256, 512), help="flit width in bits (default: %(default)s)")
 
 
 def fabric_params(args):

@@ -7,6 +7,7 @@ from amaranth.utils import bits_for, ceil_log2
 
 from ..isa.datapath.common import bit_length, register, wire
 from ..isa.dtype import DType
+from ..paper import FLIT_WIDTH
 from ..params import check_int
 from .fp32_add import Fp32Adder
 
@@ -266,7 +267,7 @@ class NvlsReducer(wiring.Component):
     MIN_MEMBERS, MAX_MEMBERS = 2, 16
     MIN_FLIT, MAX_FLIT = 64, 512
 
-    def __init__(self, *, flit_width=256, members=8, user_width=1):
+    def __init__(self, *, flit_width=FLIT_WIDTH, members=8, user_width=1):
         check_int("flit_width", flit_width, self.MIN_FLIT, self.MAX_FLIT)
         if flit_width % 16:
             raise ValueError(f"flit_width must be a multiple of 16, not {flit_width!r}")

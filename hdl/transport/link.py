@@ -11,8 +11,9 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..packet import NUM_CLASSES
+from ..paper import AURORA_CYCLES
 from ..params import check_int
-from .signature import check_params, link_end_signature, link_flit_signature, credit_signature
+from .signature import check_params, link_end_signature
 
 
 __all__ = ["DelayLine", "Link"]
@@ -94,7 +95,8 @@ class Link(wiring.Component):
     ----------
     params : FabricParams
     latency : int
-        One-way latency in cycles (>= 1), the same for flits and credits and for both directions.
+        One-way latency in cycles (>= 1), the same for flits and credits and for both directions;
+        default :data:`~scin.hdl.paper.AURORA_CYCLES`, the prototype's link.
 
     Members
     -------
@@ -102,7 +104,7 @@ class Link(wiring.Component):
         The two ends (flipped: the link receives what a port's link end sends).
     """
 
-    def __init__(self, params, latency=70):
+    def __init__(self, params, latency=AURORA_CYCLES):
         self._params = check_params(params)
         self._latency = check_int("latency", latency, 1)
         end = link_end_signature(params)
