@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed-stamp
 # first), so the long tests start at once, on different workers, instead of queueing on one.
 JOBS   ?= auto
 
-.PHONY: setup demo test coverage lint synth verilog clean
+.PHONY: setup demo test coverage lint lint-py synth verilog clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed, found " + sys.version.split()[0])'
@@ -41,6 +41,10 @@ coverage: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/scin lint
+
+# The Python linter, as configured in pyproject.toml ([tool.ruff]); tb/test_ruff.py runs the same.
+lint-py: $(STAMP)
+	$(BIN)/ruff check .
 
 synth: $(STAMP)
 	$(BIN)/scin synth --target xcup

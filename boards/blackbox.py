@@ -35,7 +35,8 @@ class IpPort:
         if self.dir not in ("i", "o", "io"):
             raise ValueError(f"port {self.name}: dir must be 'i', 'o' or 'io', not {self.dir!r}")
         if not isinstance(self.width, int) or self.width < 1:
-            raise ValueError(f"port {self.name}: width must be a positive integer, not {self.width!r}")
+            raise ValueError(f"port {self.name}: width must be a positive integer, "
+                             f"not {self.width!r}")
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ class BlackBox:
             if isinstance(value, io.SingleEndedPort):
                 # A raw pin request (dir="-"): the IP drives the pin itself.
                 if any(value.invert):
-                    raise ValueError(f"{self.module}.{p.name}: inverted pins cannot go to a black box")
+                    raise ValueError(f"{self.module}.{p.name}: inverted pins cannot go to a "
+                                     "black box")
                 value = value.io
             if not isinstance(value, (Value, IOValue)):
                 value = Value.cast(value)
@@ -154,34 +156,45 @@ def link_phy(flit_width=FLIT_WIDTH, lanes=4):
         IpPort("clk", "i", 1,
                f"fabric clock ({CLOCK_MHZ} MHz): every user-side port is synchronous to it"),
         IpPort("rst", "i", 1, "synchronous reset, active high (fabric clock domain)"),
-        IpPort("gt_refclk_p", "i", 1, "transceiver reference clock, P (board oscillator on the GT quad's MGTREFCLK pins)"),
+        IpPort("gt_refclk_p", "i", 1,
+               "transceiver reference clock, P (board oscillator on the GT quad's MGTREFCLK pins)"),
         IpPort("gt_refclk_n", "i", 1, "transceiver reference clock, N"),
-        IpPort("gt_txp", "o", lanes, f"serial transmit lanes, P (one per GT channel, {lanes} lanes)"),
+        IpPort("gt_txp", "o", lanes,
+               f"serial transmit lanes, P (one per GT channel, {lanes} lanes)"),
         IpPort("gt_txn", "o", lanes, "serial transmit lanes, N"),
         IpPort("gt_rxp", "i", lanes, "serial receive lanes, P"),
         IpPort("gt_rxn", "i", lanes, "serial receive lanes, N"),
-        IpPort("s_flit_valid", "i", 1, "a flit to send this cycle (no ready: the PHY takes every flit)"),
+        IpPort("s_flit_valid", "i", 1,
+               "a flit to send this cycle (no ready: the PHY takes every flit)"),
         IpPort("s_flit_data", "i", w, "flit data"),
         IpPort("s_flit_last", "i", 1, "last flit of its packet"),
-        IpPort("s_flit_class", "i", 2, "message class (virtual channel) of the flit: 0 REQ, 1 WRITE, 2 RDATA, 3 WRESP"),
-        IpPort("s_credit", "i", 4, "credits to return to the far end, one bit per class, this cycle"),
-        IpPort("m_flit_valid", "o", 1, "a flit arrived this cycle (no ready: the receiver always takes it)"),
+        IpPort("s_flit_class", "i", 2,
+               "message class (virtual channel) of the flit: 0 REQ, 1 WRITE, 2 RDATA, 3 WRESP"),
+        IpPort("s_credit", "i", 4,
+               "credits to return to the far end, one bit per class, this cycle"),
+        IpPort("m_flit_valid", "o", 1,
+               "a flit arrived this cycle (no ready: the receiver always takes it)"),
         IpPort("m_flit_data", "o", w, "flit data"),
         IpPort("m_flit_last", "o", 1, "last flit of its packet"),
         IpPort("m_flit_class", "o", 2, "message class of the flit"),
-        IpPort("m_credit", "o", 4, "credits returned by the far end, one bit per class, this cycle"),
-        IpPort("channel_up", "o", 1, "all lanes aligned and the channel passes data (fabric clock domain)"),
+        IpPort("m_credit", "o", 4,
+               "credits returned by the far end, one bit per class, this cycle"),
+        IpPort("channel_up", "o", 1,
+               "all lanes aligned and the channel passes data (fabric clock domain)"),
         IpPort("lane_up", "o", lanes, "per-lane alignment status"),
-        IpPort("link_error", "o", 1, "sticky: a word was lost or corrupted (hard/soft error, CRC); the link is then unusable until reset"),
+        IpPort("link_error", "o", 1,
+               "sticky: a word was lost or corrupted (hard/soft error, CRC); the link is then "
+               "unusable until reset"),
     )
     return BlackBox(
         module="scin_link_phy",
-        summary=f"{lanes}-lane transceiver link carrying one {word}-bit SCIN link word per fabric cycle each way",
+        summary=(f"{lanes}-lane transceiver link carrying one {word}-bit SCIN link word per "
+                 "fabric cycle each way"),
         realisation=(f"Prototype: AMD Aurora 64B66B, {lanes} GTY lanes, framing mode streaming, "
                      f"user clock crossed to the {CLOCK_MHZ} MHz fabric clock inside the wrapper. "
                      f"One word per cycle needs at least {lane_gbps:.2f} Gb/s per lane before "
-                     f"clock-compensation overhead. Its latency counts in the {AURORA_CYCLES}-cycle "
-                     f"link share of the {ONE_WAY_LATENCY}-cycle one-way "
+                     "clock-compensation overhead. Its latency counts in the "
+                     f"{AURORA_CYCLES}-cycle link share of the {ONE_WAY_LATENCY}-cycle one-way "
                      f"budget (docs/PROTOCOL.md). Words are delivered in order, none dropped or "
                      f"duplicated while channel_up is high."),
         ports=ports,
@@ -197,11 +210,14 @@ def ddr4_axi(data_width=FLIT_WIDTH, addr_width=48, id_width=5, dq_width=64, row_
         IpPort("rst", "i", 1, "synchronous reset, active high"),
         IpPort("sys_clk_p", "i", 1, "DDR4 controller reference clock, P (board oscillator)"),
         IpPort("sys_clk_n", "i", 1, "DDR4 controller reference clock, N"),
-        IpPort("init_calib_complete", "o", 1, "memory calibrated; AXI transactions are accepted only after it rises"),
+        IpPort("init_calib_complete", "o", 1,
+               "memory calibrated; AXI transactions are accepted only after it rises"),
         IpPort("s_axi_awid", "i", id_width, "AXI4 write address channel: ID"),
-        IpPort("s_axi_awaddr", "i", addr_width, "byte address; bits above the memory size are ignored"),
+        IpPort("s_axi_awaddr", "i", addr_width,
+               "byte address; bits above the memory size are ignored"),
         IpPort("s_axi_awlen", "i", 8, "beats - 1"),
-        IpPort("s_axi_awsize", "i", 3, f"log2 bytes per beat (always {(data_width // 8).bit_length() - 1}: full width)"),
+        IpPort("s_axi_awsize", "i", 3,
+               f"log2 bytes per beat (always {(data_width // 8).bit_length() - 1}: full width)"),
         IpPort("s_axi_awburst", "i", 2, "INCR (1)"),
         IpPort("s_axi_awvalid", "i", 1, "AW valid"),
         IpPort("s_axi_awready", "o", 1, "AW ready"),
@@ -249,9 +265,10 @@ def ddr4_axi(data_width=FLIT_WIDTH, addr_width=48, id_width=5, dq_width=64, row_
                      f"clock converter from the {CLOCK_MHZ} MHz fabric clock to the controller's "
                      "UI clock "
                      "(and an AXI data-width converter if its native width differs). Must keep "
-                     "same-ID write order (the SCIN bridge writes on ID 0 so that a completion flag "
-                     "becomes visible after its data) and must not interleave the R beats of "
-                     "different bursts. AxUSER (the INC flag) is not needed by memory and is not a port."),
+                     "same-ID write order (the SCIN bridge writes on ID 0 so that a completion "
+                     "flag becomes visible after its data) and must not interleave the R beats of "
+                     "different bursts. AxUSER (the INC flag) is not needed by memory and is not "
+                     "a port."),
         ports=ports,
         params=(("DATA_WIDTH", data_width), ("ADDR_WIDTH", addr_width), ("ID_WIDTH", id_width)),
     )
@@ -262,11 +279,18 @@ def switch_ctrl(load_width, counters_width, status_width):
     ports = (
         IpPort("clk", "i", 1, "fabric clock: every port is synchronous to it"),
         IpPort("rst", "i", 1, "synchronous reset, active high"),
-        IpPort("load_valid", "o", 1, "a descriptor load word is offered (amaranth.lib.stream contract)"),
+        IpPort("load_valid", "o", 1,
+               "a descriptor load word is offered (amaranth.lib.stream contract)"),
         IpPort("load_ready", "i", 1, "the ISA takes it (only while no collective runs)"),
-        IpPort("load_payload", "o", load_width, "load word: {desc, last, index}, LSB first as `load_layout` in hdl/isa/instruction_buffer.py (docs/ISA.md)"),
-        IpPort("counters", "i", counters_width, "the ISA's counters, 32 bits each, in `counters_layout` order (hdl/isa/wave_controller.py)"),
-        IpPort("status", "i", status_width, "per port: bad_opcode, bad_length, bad_dst counters (32 bits each), then the sticky overflow and credit_error bits of every port"),
+        IpPort("load_payload", "o", load_width,
+               "load word: {desc, last, index}, LSB first as `load_layout` in "
+               "hdl/isa/instruction_buffer.py (docs/ISA.md)"),
+        IpPort("counters", "i", counters_width,
+               "the ISA's counters, 32 bits each, in `counters_layout` order "
+               "(hdl/isa/wave_controller.py)"),
+        IpPort("status", "i", status_width,
+               "per port: bad_opcode, bad_length, bad_dst counters (32 bits each), then the "
+               "sticky overflow and credit_error bits of every port"),
     )
     return BlackBox(
         module="scin_switch_ctrl",
@@ -282,15 +306,22 @@ def endpoint_ctrl(command_width, event_width, poll_addr_width, poll_data_width, 
     ports = (
         IpPort("clk", "i", 1, "fabric clock: every port is synchronous to it"),
         IpPort("rst", "i", 1, "synchronous reset, active high"),
-        IpPort("cmd_valid", "o", 1, "an accelerator command is offered (amaranth.lib.stream contract)"),
+        IpPort("cmd_valid", "o", 1,
+               "an accelerator command is offered (amaranth.lib.stream contract)"),
         IpPort("cmd_ready", "i", 1, "the accelerator takes it"),
-        IpPort("cmd_payload", "o", command_width, "command, LSB first as `command_layout` in hdl/endpoint/accelerator.py"),
+        IpPort("cmd_payload", "o", command_width,
+               "command, LSB first as `command_layout` in hdl/endpoint/accelerator.py"),
         IpPort("events_valid", "i", 1, "an accelerator event is offered"),
         IpPort("events_ready", "o", 1, "the controller takes it"),
-        IpPort("events_payload", "i", event_width, "event, LSB first as `event_layout` in hdl/endpoint/accelerator.py"),
-        IpPort("poll_addr", "i", poll_addr_width, "flag-poll word index (words of poll_data's width) into the accelerator memory"),
-        IpPort("poll_data", "o", poll_data_width, "the word at poll_addr of the previous cycle, every cycle, no handshake"),
-        IpPort("status", "i", status_width, "bridge dropped and rejected counters (16 bits each), transport overflow and credit_error"),
+        IpPort("events_payload", "i", event_width,
+               "event, LSB first as `event_layout` in hdl/endpoint/accelerator.py"),
+        IpPort("poll_addr", "i", poll_addr_width,
+               "flag-poll word index (words of poll_data's width) into the accelerator memory"),
+        IpPort("poll_data", "o", poll_data_width,
+               "the word at poll_addr of the previous cycle, every cycle, no handshake"),
+        IpPort("status", "i", status_width,
+               "bridge dropped and rejected counters (16 bits each), transport overflow and "
+               "credit_error"),
     )
     return BlackBox(
         module="scin_endpoint_ctrl",

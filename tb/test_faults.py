@@ -40,7 +40,7 @@ from scin.sim.testbench.endpoint_model import EndpointModel
 from scin.sim.testbench.env import tb_config, tb_rng, start, read_int, cocotb_module
 from scin.sim.testbench.isa_program import load_program
 from scin.sim.testbench.streams import StreamSource, StreamSink, random_pauses
-from scin.sim.testbench.traffic import is_last, split_packets
+from scin.sim.testbench.traffic import is_last
 
 from scin.tb.simulators import sim_params
 from scin.tb.isa_setup import (SRC, DST, SSRC, SDST, FLAG, MEM, TEST_TIMEOUT, DATA_FLAGS,
@@ -398,8 +398,8 @@ async def system_decerr_flags(dut):
     pauses = None if short else (lambda: random_pauses(rng, 0.2))
     doors = [MemoryBackdoor(dut, f"__{i}", data_bytes=fb, pauses=pauses) for i in range(n)]
     cmds = [StreamSource(dut, f"cmd__{i}") for i in range(n)]
-    events = [StreamSink(dut, f"events__{i}", None if short else random_pauses(rng, 0.2))
-              for i in range(n)]
+    for i in range(n):              # drained (and their stream contract checked), not compared
+        StreamSink(dut, f"events__{i}", None if short else random_pauses(rng, 0.2))
     isa_load = StreamSource(dut, "isa_load")
     await start(dut)
 

@@ -7,7 +7,6 @@ provably exact. Hypothesis runs derandomized so every failure replays.
 """
 
 from fractions import Fraction
-from math import floor
 
 import numpy as np
 import pytest
@@ -15,13 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scin.sim.fp import (
-    BF16, FP16, bf16_bits_to_float32, bit_length, float_to_bf16_bits, fp16_bits, fp16_from_bits, fp16_to_fixed,
-    round_fixed,
+    BF16, FP16, bf16_bits_to_float32, bit_length, float_to_bf16_bits, fp16_bits, fp16_from_bits,
+    fp16_to_fixed, round_fixed,
 )
 from scin.sim.numerics import (
-    BLOCK, DTYPES, MAX_PARTICIPANTS, OPS, Reduced, Status, allgather, allreduce, allreduce_bf16, allreduce_fp16,
-    allreduce_int8, broadcast, collective, dequantize_int8, dequantize_int8_fixed, num_blocks, quantize_int8,
-    quantize_int8_fixed, reduce, reduce_scatter,
+    BLOCK, DTYPES, MAX_PARTICIPANTS, OPS, Reduced, Status, allgather, allreduce, allreduce_bf16,
+    allreduce_fp16, allreduce_int8, broadcast, collective, dequantize_int8, dequantize_int8_fixed,
+    num_blocks, quantize_int8, quantize_int8_fixed, reduce, reduce_scatter,
 )
 
 PROPS = settings(derandomize=True, max_examples=300, deadline=None,
@@ -113,7 +112,8 @@ def ref_quantize_block(values, fmt=FP16):
 # --------------------------------------------------------------------------- strategies
 
 finite_fp16 = st.integers(0, 0xFFFF).filter(lambda b: is_finite(b, FP16))
-any_fp16 = st.one_of(finite_fp16, st.sampled_from([0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE00, 0x8000, 0x0000]))
+any_fp16 = st.one_of(finite_fp16,
+                     st.sampled_from([0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE00, 0x8000, 0x0000]))
 finite_bf16 = st.integers(0, 0xFFFF).filter(lambda b: is_finite(b, BF16))
 any_bf16 = st.one_of(finite_bf16, st.sampled_from([0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0x8000, 0x0000]))
 
@@ -146,7 +146,8 @@ def close_fp16(draw, max_n=4, max_part=16):
     n_part = draw(st.integers(1, max_part))
     n = draw(st.integers(1, max_n))
     top = draw(st.integers(0, 30))
-    vals = [[(draw(st.booleans()) << 15) | (max(0, top - draw(st.integers(0, 3))) << 10) | draw(st.integers(0, 1023))
+    vals = [[(draw(st.booleans()) << 15) | (max(0, top - draw(st.integers(0, 3))) << 10)
+             | draw(st.integers(0, 1023))
              for _ in range(n)] for _ in range(n_part)]
     return np.array(vals, dtype=np.uint16)
 
@@ -277,8 +278,9 @@ def test_bf16_exact_when_exponent_span_at_most_32(bits):
 
 
 @PROPS
-@given(st.one_of(clustered_bf16(spread=45), clustered_bf16(spread=60), clustered_bf16(spread=34, max_part=3),
-                 cancelling_bf16(low=28, high=45), cancelling_bf16(max_extra=14, low=30, high=60)))
+@given(st.one_of(clustered_bf16(spread=45), clustered_bf16(spread=60),
+                 clustered_bf16(spread=34, max_part=3), cancelling_bf16(low=28, high=45),
+                 cancelling_bf16(max_extra=14, low=30, high=60)))
 def test_bf16_truncation_error_bound(bits):
     out, _, _ = allreduce_bf16(bits)
     for j in range(bits.shape[1]):
@@ -342,7 +344,8 @@ def test_int8_matches_fraction_reference(msg):
         if any(x & 0x8000 or not is_finite(x, FP16) for x in col_scales):
             assert s_out[b] == 0x7E00 and blk[b] == Status.INVALID and not q_out[sl].any()
             continue
-        vals = [sum(int(q[i, j]) * to_fraction(col_scales[i], FP16) for i in range(n_part)) for j in range(sl.start, sl.stop)]
+        vals = [sum(int(q[i, j]) * to_fraction(col_scales[i], FP16) for i in range(n_part))
+                for j in range(sl.start, sl.stop)]
         want_q, want_s, saturated = ref_quantize_block(vals)
         assert s_out[b] == want_s and list(q_out[sl]) == want_q
         assert blk[b] == (Status.OVERFLOW if saturated else Status.NONE)
@@ -409,7 +412,8 @@ def fp16_sum(*rows):
 
 @pytest.mark.parametrize("rows, want, flag", [
     pytest.param([[0.0], [0.0]], 0x0000, Status.NONE, id="zeros"),
-    pytest.param([[-0.0], [-0.0], [-0.0]], 0x0000, Status.NONE, id="all-negative-zero-gives-plus-zero"),
+    pytest.param([[-0.0], [-0.0], [-0.0]], 0x0000, Status.NONE,
+                 id="all-negative-zero-gives-plus-zero"),
     pytest.param([[-0.0]], 0x0000, Status.NONE, id="single-negative-zero"),
     pytest.param([[1.5], [-1.5]], 0x0000, Status.NONE, id="cancellation-to-plus-zero"),
     pytest.param([[65504.0], [0.0]], 0x7BFF, Status.NONE, id="max-finite"),
@@ -418,9 +422,11 @@ def fp16_sum(*rows):
     pytest.param([[65504.0], [16.0]], 0x7C00, Status.OVERFLOW, id="tie-at-max-rounds-to-inf"),
     pytest.param([[65504.0], [65504.0]], 0x7C00, Status.OVERFLOW, id="overflow"),
     pytest.param([[-65504.0], [-65504.0]], 0xFC00, Status.OVERFLOW, id="negative-overflow"),
-    pytest.param([[65504.0], [65504.0], [-65504.0]], 0x7BFF, Status.NONE, id="exact-intermediate-no-overflow"),
+    pytest.param([[65504.0], [65504.0], [-65504.0]], 0x7BFF, Status.NONE,
+                 id="exact-intermediate-no-overflow"),
     pytest.param([[2.0**-24], [2.0**-24]], 0x0002, Status.NONE, id="subnormals"),
-    pytest.param([[1023 * 2.0**-24], [2.0**-24]], 0x0400, Status.NONE, id="subnormal-carries-to-normal"),
+    pytest.param([[1023 * 2.0**-24], [2.0**-24]], 0x0400, Status.NONE,
+                 id="subnormal-carries-to-normal"),
     pytest.param([[2.0**-14], [-2.0**-24]], 0x03FF, Status.NONE, id="normal-to-subnormal"),
     pytest.param([[2048.0], [1.0]], 0x6800, Status.NONE, id="tie-rounds-down-to-even"),
     pytest.param([[2050.0], [1.0]], 0x6802, Status.NONE, id="tie-rounds-up-to-even"),
@@ -439,7 +445,8 @@ def test_fp16_named(rows, want, flag):
     pytest.param([-np.inf, 1.0], 0xFC00, id="minus-inf"),
     pytest.param([np.inf, np.inf], 0x7C00, id="two-plus-inf"),
     pytest.param([np.inf, -np.inf], 0x7E00, id="opposite-infs"),
-    pytest.param([np.inf, 65504.0, 65504.0], 0x7C00, id="inf-with-overflowing-finite-is-invalid-only"),
+    pytest.param([np.inf, 65504.0, 65504.0], 0x7C00,
+                 id="inf-with-overflowing-finite-is-invalid-only"),
     pytest.param([-np.inf, np.nan], 0x7E00, id="nan-and-inf"),
 ])
 def test_fp16_non_finite(col, want):
@@ -462,7 +469,8 @@ def test_fp16_status_per_element_and_aggregate():
 
 def test_fp16_returns_kind_given_and_empty_message():
     out, elem, status = allreduce_fp16(np.zeros((3, 0), dtype=np.float16))
-    assert out.dtype == np.float16 and out.shape == (0,) and elem.shape == (0,) and status == Status.NONE
+    assert out.dtype == np.float16 and out.shape == (0,) and elem.shape == (0,)
+    assert status == Status.NONE
     out, _, _ = allreduce_fp16(np.zeros((2, 5), dtype=np.uint16))
     assert out.dtype == np.uint16
 
@@ -487,7 +495,8 @@ def bf(*patterns):
     pytest.param([0x7F80, 0x3F80], 0x7F80, Status.INVALID, id="plus-inf"),
     pytest.param([0xFF80, 0x7F80], 0x7FC0, Status.INVALID, id="opposite-infs"),
     pytest.param([0x7F81, 0x3F80], 0x7FC0, Status.INVALID, id="nan"),
-    pytest.param([0x7F80, 0x7F7F, 0x7F7F], 0x7F80, Status.INVALID, id="inf-with-overflowing-finite"),
+    pytest.param([0x7F80, 0x7F7F, 0x7F7F], 0x7F80, Status.INVALID,
+                 id="inf-with-overflowing-finite"),
     # 1 + 2**-40: the small term is shifted out entirely, as is RNE's verdict anyway.
     pytest.param([0x3F80, 0x2B80], 0x3F80, Status.NONE, id="far-term-dropped"),
 ])
@@ -518,7 +527,8 @@ def test_bf16_term_shifted_by_exactly_32_is_kept_whole():
 def test_bf16_dtype_and_empty():
     out, elem, status = allreduce_bf16(np.zeros((2, 0), dtype=np.uint16))
     assert out.shape == (0,) and status == Status.NONE
-    with pytest.raises(TypeError, match=r"bits must have dtype uint16 \(BF16 bit patterns\), not float32"):
+    with pytest.raises(TypeError,
+                       match=r"bits must have dtype uint16 \(BF16 bit patterns\), not float32"):
         allreduce_bf16(np.zeros((2, 3), dtype=np.float32))
 
 
@@ -578,7 +588,8 @@ def test_int8_invalid_scale_poisons_only_its_block(bad):
     q_out, s_out, blk, status = allreduce_int8(q, s)
     assert s_out.dtype == np.uint16
     assert s_out[0] == 0x7E00 and not q_out[:64].any() and blk[0] == Status.INVALID
-    assert s_out[1] == int(fp16_bits(np.float16(6 / 127))) and (q_out[64:] == 127).all() and blk[1] == 0
+    assert s_out[1] == int(fp16_bits(np.float16(6 / 127)))
+    assert (q_out[64:] == 127).all() and blk[1] == 0
     assert status == Status.INVALID
 
 
@@ -592,7 +603,8 @@ def test_int8_short_last_block_equals_zero_padding():
 
 
 def test_int8_empty_message():
-    q_out, s_out, blk, status = allreduce_int8(np.zeros((2, 0), np.int8), np.zeros((2, 0), np.float16))
+    q_out, s_out, blk, status = allreduce_int8(np.zeros((2, 0), np.int8),
+                                               np.zeros((2, 0), np.float16))
     assert q_out.shape == s_out.shape == blk.shape == (0,) and status == Status.NONE
 
 
@@ -614,7 +626,8 @@ def test_allreduce_is_one_entry_for_every_dtype():
     x = rng.standard_normal((3, 130)).astype(np.float16)
     bits = rng.integers(0, 1 << 16, size=(3, 130)).astype(np.uint16)
     q, s = quantize_int8(x)
-    for dtype, args, ref in (("fp16", (x,), allreduce_fp16(x)), ("bf16", (bits,), allreduce_bf16(bits)),
+    for dtype, args, ref in (("fp16", (x,), allreduce_fp16(x)),
+                             ("bf16", (bits,), allreduce_bf16(bits)),
                              ("int8", (q, s), allreduce_int8(q, s))):
         for name in (dtype, dtype.upper(), DType[dtype.upper()]):
             got = allreduce(name, *args)
@@ -639,9 +652,11 @@ def test_allreduce_refuses_a_wrong_dtype_or_scales():
 # --------------------------------------------------------------------------- error messages
 
 def test_error_messages():
-    with pytest.raises(TypeError, match=r"x must have dtype float16 or uint16 \(FP16 bit patterns\), not float32"):
+    with pytest.raises(TypeError, match=r"x must have dtype float16 or uint16 "
+                                        r"\(FP16 bit patterns\), not float32"):
         allreduce_fp16(np.zeros((2, 3), np.float32))
-    with pytest.raises(ValueError, match=r"x must be a 2-D array of shape \(N, n\), not 1-D with shape \(3,\)"):
+    with pytest.raises(ValueError,
+                       match=r"x must be a 2-D array of shape \(N, n\), not 1-D with shape \(3,\)"):
         allreduce_fp16(np.zeros(3, np.float16))
     with pytest.raises(ValueError, match=r"x must have N >= 1 participants \(rows\), not 0"):
         allreduce_fp16(np.zeros((0, 3), np.float16))
@@ -649,7 +664,8 @@ def test_error_messages():
         allreduce_bf16(np.zeros((MAX_PARTICIPANTS + 1, 1), np.uint16))
     with pytest.raises(TypeError, match=r"q must have dtype int8, not int16"):
         allreduce_int8(np.zeros((4, 100), np.int16), np.zeros((4, 2), np.float16))
-    with pytest.raises(ValueError, match=r"scales must have shape \(N, ceil\(n/64\)\) = \(4, 2\), not \(4, 3\)"):
+    with pytest.raises(ValueError, match=r"scales must have shape \(N, ceil\(n/64\)\) = "
+                                         r"\(4, 2\), not \(4, 3\)"):
         allreduce_int8(np.zeros((4, 100), np.int8), np.zeros((4, 3), np.float16))
     with pytest.raises(TypeError, match=r"scales must have dtype float16 or uint16"):
         allreduce_int8(np.zeros((4, 100), np.int8), np.zeros((4, 2), np.float32))
@@ -661,7 +677,8 @@ def test_error_messages():
         quantize_int8(np.array([[1, 2], [np.nan, 3]], np.float16))
     with pytest.raises(ValueError, match=r"x must be 1-D \(n,\) or 2-D \(N, n\), not 3-D"):
         quantize_int8(np.zeros((1, 1, 1), np.float16))
-    with pytest.raises(ValueError, match=r"scales must have shape q.shape\[:-1\] \+ \(ceil\(n/64\),\) = \(2,\), not \(3,\)"):
+    with pytest.raises(ValueError, match=r"scales must have shape q.shape\[:-1\] \+ "
+                                         r"\(ceil\(n/64\),\) = \(2,\), not \(3,\)"):
         dequantize_int8(np.zeros(65, np.int8), np.zeros(3, np.float16))
     with pytest.raises(ValueError, match=r"scales must be finite with the sign bit clear"):
         dequantize_int8_fixed(np.zeros(1, np.int8), np.array([-1.0], np.float16))
@@ -684,7 +701,8 @@ def test_accuracy_script_smoke(tmp_path, capsys):
     assert main(["--participants", "2", "4", "--seeds", "1", "--tokens", "2", "--hidden", "256",
                  "--outliers", "2", "--out-dir", str(tmp_path), "--no-plot"]) == 0
     out = capsys.readouterr().out
-    assert "| inq | rel. L2 |" in out and (tmp_path / "accuracy.csv").read_text().startswith("mode,N,")
+    assert "| inq | rel. L2 |" in out
+    assert (tmp_path / "accuracy.csv").read_text().startswith("mode,N,")
 
 
 # --------------------------------------------------------------------------- collectives
@@ -694,10 +712,13 @@ COLL = settings(PROPS, max_examples=100)
 
 #: Bit patterns every copying collective must keep: +-0, +-Inf, NaNs with payloads and either sign.
 SPECIAL_BITS = {
-    "fp16": [0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0x7D55, 0xFE00, 0xFFFF, 0x0001, 0x7BFF],
-    "bf16": [0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0x7FAA, 0xFFC1, 0xFFFF, 0x0001, 0x7F7F],
+    "fp16": [0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0x7D55, 0xFE00, 0xFFFF, 0x0001,
+             0x7BFF],
+    "bf16": [0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0x7FAA, 0xFFC1, 0xFFFF, 0x0001,
+             0x7F7F],
 }
-#: INT8 scale patterns: negative (-0.0 included), Inf and NaN scales (invalid in a reduction) and extremes.
+#: INT8 scale patterns: negative (-0.0 included), Inf and NaN scales (invalid in a reduction) and
+#: extremes.
 SPECIAL_SCALES = [0x0000, 0x8000, 0xBC00, 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE01, 0x0001, 0x7BFF]
 
 
@@ -713,11 +734,13 @@ def random_messages(dtype, rng, n_part, n, special=0.1, wide=True, as_float=Fals
         if signed:
             bits |= rng.integers(0, 2, size=shape, dtype=np.uint32) << 15
         pick = rng.random(shape) < special
-        return np.where(pick, rng.choice(np.array(specials, dtype=np.uint32), size=shape), bits).astype(np.uint16)
+        chosen = rng.choice(np.array(specials, dtype=np.uint32), size=shape)
+        return np.where(pick, chosen, bits).astype(np.uint16)
 
     if dtype == "int8":
         q = rng.integers(-128, 128, size=(n_part, n), dtype=np.int8)
-        s = patterns((n_part, num_blocks(n)), SPECIAL_SCALES, 0x7C00 if wide else 0x4000, signed=False)
+        s = patterns((n_part, num_blocks(n)), SPECIAL_SCALES, 0x7C00 if wide else 0x4000,
+                     signed=False)
         return q, (s.view(np.float16) if as_float else s)
     data = patterns((n_part, n), SPECIAL_BITS[dtype], 1 << 16 if wide else 0x4000, signed=not wide)
     return (data.view(np.float16) if as_float and dtype == "fp16" else data), None
@@ -730,7 +753,8 @@ def collective_cases(draw, max_part=8, max_c=6, max_blocks=2):
     n_part = draw(st.integers(2, max_part))
     c = draw(st.integers(0, max_blocks)) * BLOCK if dtype == "int8" else draw(st.integers(0, max_c))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    opts = dict(special=draw(st.sampled_from([0.0, 0.05, 0.3])), wide=draw(st.booleans()), as_float=draw(st.booleans()))
+    opts = dict(special=draw(st.sampled_from([0.0, 0.05, 0.3])), wide=draw(st.booleans()),
+                as_float=draw(st.booleans()))
     return dtype, n_part, c, rng, opts
 
 
@@ -752,7 +776,8 @@ def assert_same(got: Reduced, want: Reduced, status=True):
 
 def assert_copy(result: Reduced, dtype):
     """A copying collective reports no status: zeros per element (per block for INT8) and NONE."""
-    assert result.status == Status.NONE and result.status_per.dtype == np.uint8 and not result.status_per.any()
+    assert result.status == Status.NONE
+    assert result.status_per.dtype == np.uint8 and not result.status_per.any()
     per = result.scales if dtype == "int8" else result.out
     assert result.status_per.shape == per.shape
 
@@ -780,7 +805,8 @@ def test_reduce_scatter_then_allgather_equals_allreduce(case):
 @given(collective_cases(max_c=40, max_blocks=3), st.data())
 def test_reduce_then_broadcast_equals_allreduce(case, data_strategy):
     dtype, n_part, c, rng, opts = case
-    n = c + data_strategy.draw(st.integers(0, BLOCK - 1)) if dtype == "int8" else c  # INT8: a short last block
+    # INT8: a short last block.
+    n = c + data_strategy.draw(st.integers(0, BLOCK - 1)) if dtype == "int8" else c
     data, scales = random_messages(dtype, rng, n_part, n, **opts)
     root = data_strategy.draw(st.integers(0, n_part - 1))
     reduced = collective("reduce", dtype, data, scales, root=root)
@@ -788,7 +814,8 @@ def test_reduce_then_broadcast_equals_allreduce(case, data_strategy):
     want = allreduce(dtype, data, scales)
     assert_same(reduced[root], want)
     # The root broadcasts its result; the other ranks' buffers hold anything.
-    other, other_scales = random_messages(dtype, rng, n_part, n, special=0.3, as_float=opts["as_float"])
+    other, other_scales = random_messages(dtype, rng, n_part, n, special=0.3,
+                                          as_float=opts["as_float"])
     other[root] = reduced[root].out
     if dtype == "int8":
         other_scales[root] = reduced[root].scales
@@ -801,10 +828,11 @@ def test_reduce_then_broadcast_equals_allreduce(case, data_strategy):
 @given(collective_cases(max_c=24, max_blocks=3))
 def test_allgather_is_concatenation_byte_for_byte(case):
     dtype, n_part, c, rng, opts = case
-    data, scales = random_messages(dtype, rng, n_part, c, special=max(opts["special"], 0.3), wide=True,
-                                   as_float=opts["as_float"])
+    data, scales = random_messages(dtype, rng, n_part, c, special=max(opts["special"], 0.3),
+                                   wide=True, as_float=opts["as_float"])
     if dtype == "int8":  # any scale bit pattern at all
-        scales = rng.integers(0, 1 << 16, size=scales.shape, dtype=np.uint32).astype(np.uint16).view(scales.dtype)
+        bits = rng.integers(0, 1 << 16, size=scales.shape, dtype=np.uint32).astype(np.uint16)
+        scales = bits.view(scales.dtype)
     got = allgather(dtype, data, scales)
     assert got.out.dtype == data.dtype and got.out.shape == (n_part * c,)
     assert bits_of(got.out) == b"".join(data[r].tobytes() for r in range(n_part))
@@ -816,15 +844,16 @@ def test_allgather_is_concatenation_byte_for_byte(case):
     assert_copy(got, dtype)
 
 
-@pytest.mark.parametrize("dtype, as_float", [("fp16", True), ("fp16", False), ("bf16", False), ("int8", False),
-                                             ("int8", True)])
+@pytest.mark.parametrize("dtype, as_float", [("fp16", True), ("fp16", False), ("bf16", False),
+                                             ("int8", False), ("int8", True)])
 def test_allgather_and_broadcast_copy_every_16_bit_pattern(dtype, as_float):
     """Every data pattern (INT8: every value and every scale pattern) through both copies."""
     n_part = 4
     every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).reshape(n_part, -1)
     if dtype == "int8":
         scales = every.view(np.float16) if as_float else every
-        data = np.tile(np.arange(-128, 128, dtype=np.int8), (1 << 16) * BLOCK // 256).reshape(n_part, -1)
+        data = np.tile(np.arange(-128, 128, dtype=np.int8), (1 << 16) * BLOCK // 256)
+        data = data.reshape(n_part, -1)
     else:
         data, scales = (every.view(np.float16) if as_float else every), None
     got = allgather(dtype, data, scales)
@@ -848,10 +877,12 @@ def test_broadcast_ignores_non_root_rows(case, data_strategy):
     assert bits_of(first.out) == bits_of(data[root])
     assert dtype != "int8" or bits_of(first.scales) == bits_of(scales[root])
     assert_copy(first, dtype)
-    other, other_scales = random_messages(dtype, rng, n_part, c, special=0.5, wide=True, as_float=opts["as_float"])
+    other, other_scales = random_messages(dtype, rng, n_part, c, special=0.5, wide=True,
+                                          as_float=opts["as_float"])
     keep = np.arange(n_part) == root
     data2 = np.where(keep[:, None], data, other.view(data.dtype))
-    scales2 = None if scales is None else np.where(keep[:, None], scales, other_scales.view(scales.dtype))
+    scales2 = (None if scales is None
+               else np.where(keep[:, None], scales, other_scales.view(scales.dtype)))
     assert_same(broadcast(dtype, data2, scales2, root=root), first)
     # The same for reduce's root: it does not change the result.
     assert_same(reduce(dtype, data, scales, root=root), allreduce(dtype, data, scales))
@@ -865,7 +896,7 @@ def test_reduce_scatter_status_is_the_ranks_own_shard(dtype):
         data = np.full((n_part, n_part * c), 1, dtype=np.int8)
         data[:, :c] = 127
         scales = np.full((n_part, n_part), 0x3C00, dtype=np.uint16)   # 1.0
-        scales[:, 0] = 0x7BFF                                           # 3 * 127 * 65504 / 127 > 65504
+        scales[:, 0] = 0x7BFF                                   # 3 * 127 * 65504 / 127 > 65504
         scales[1, 2] = 0x7E00                                           # one NaN scale in shard 2
     else:
         big, one, nan = (0x7BFF, 0x3C00, 0x7E00) if dtype == "fp16" else (0x7F7F, 0x3F80, 0x7FC0)
@@ -900,7 +931,8 @@ def test_collective_dispatch_names_and_per_rank_lists():
         }
         assert tuple(calls) == OPS
         for op, want in calls.items():
-            for spelling in (op, op.upper(), op.replace("-", "_"), Op[op.upper().replace("-", "_")]):
+            name = op.upper().replace("-", "_")
+            for spelling in (op, op.upper(), op.replace("-", "_"), Op[name]):
                 got = collective(spelling, dtype, data, scales, root=2)
                 assert isinstance(got, list) and len(got) == n_part
                 for g, w in zip(got, want):
@@ -912,8 +944,8 @@ def test_collective_dispatch_names_and_per_rank_lists():
 def test_collective_refuses_an_unknown_op():
     from scin.hdl.isa import Op
     x = np.ones((2, 4), np.uint16)
-    with pytest.raises(ValueError, match=r"^op must be one of allreduce, reduce-scatter, allgather, broadcast, "
-                                         r"reduce, not 'all-to-all'$"):
+    with pytest.raises(ValueError, match=r"^op must be one of allreduce, reduce-scatter, "
+                                         r"allgather, broadcast, reduce, not 'all-to-all'$"):
         collective("all-to-all", "bf16", x)
     with pytest.raises(ValueError, match=r"^op must be one of .*, not <Op.BARRIER: 6>$"):
         collective(Op.BARRIER, "bf16", x)
@@ -929,27 +961,32 @@ def _s(n_part, nb, dtype=np.uint16):
 
 @pytest.mark.parametrize("call, exc, match", [
     pytest.param(lambda: reduce_scatter("fp16", np.zeros((4, 10), np.uint16)), ValueError,
-                 r"^reduce_scatter data must have shape \(N, N\*c\); got \(4, 10\): 10 columns are not a multiple "
-                 r"of N=4$", id="rs-not-multiple-of-N"),
+                 r"^reduce_scatter data must have shape \(N, N\*c\); got \(4, 10\): 10 columns "
+                 r"are not a multiple of N=4$", id="rs-not-multiple-of-N"),
     pytest.param(lambda: reduce_scatter("int8", _i8(2, 20), _s(2, 1)), ValueError,
-                 r"^reduce_scatter int8 shard must be a whole number of blocks \(a multiple of 64 elements\); "
-                 r"got c=10$", id="rs-int8-shard-not-blocks"),
+                 r"^reduce_scatter int8 shard must be a whole number of blocks "
+                 r"\(a multiple of 64 elements\); got c=10$", id="rs-int8-shard-not-blocks"),
     pytest.param(lambda: reduce_scatter("int8", _i8(2, 256), _s(2, 3)), ValueError,
                  r"^reduce_scatter scales must have shape \(N, N\*c/64\) = \(2, 4\), not \(2, 3\)$",
                  id="rs-scales-shape"),
     pytest.param(lambda: reduce_scatter("fp16", np.zeros(8, np.float16)), ValueError,
-                 r"^reduce_scatter data must be a 2-D array of shape \(N, N\*c\), not 1-D with shape \(8,\)$",
+                 r"^reduce_scatter data must be a 2-D array of shape \(N, N\*c\), "
+                 r"not 1-D with shape \(8,\)$",
                  id="rs-not-2d"),
     pytest.param(lambda: reduce_scatter("bf16", np.zeros((0, 4), np.uint16)), ValueError,
-                 r"^reduce_scatter data must have N >= 1 participants \(rows\), not 0$", id="rs-no-rows"),
-    pytest.param(lambda: reduce_scatter("bf16", np.zeros((MAX_PARTICIPANTS + 1, 0), np.uint16)), ValueError,
-                 rf"^reduce_scatter data must have N <= {MAX_PARTICIPANTS} participants \(rows\), not "
-                 rf"{MAX_PARTICIPANTS + 1}$", id="rs-too-many-rows"),
+                 r"^reduce_scatter data must have N >= 1 participants \(rows\), not 0$",
+                 id="rs-no-rows"),
+    pytest.param(lambda: reduce_scatter("bf16", np.zeros((MAX_PARTICIPANTS + 1, 0), np.uint16)),
+                 ValueError,
+                 rf"^reduce_scatter data must have N <= {MAX_PARTICIPANTS} participants \(rows\), "
+                 rf"not {MAX_PARTICIPANTS + 1}$", id="rs-too-many-rows"),
     pytest.param(lambda: reduce_scatter("bf16", np.zeros((2, 4), np.float16)), TypeError,
-                 r"^reduce_scatter bf16 data must have dtype uint16 \(BF16 bit patterns\), not float16$",
+                 r"^reduce_scatter bf16 data must have dtype uint16 \(BF16 bit patterns\), "
+                 r"not float16$",
                  id="rs-bf16-dtype"),
     pytest.param(lambda: reduce_scatter("fp16", np.zeros((2, 4), np.float32)), TypeError,
-                 r"^reduce_scatter fp16 data must have dtype float16 or uint16 \(FP16 bit patterns\), not float32$",
+                 r"^reduce_scatter fp16 data must have dtype float16 or uint16 "
+                 r"\(FP16 bit patterns\), not float32$",
                  id="rs-fp16-dtype"),
     pytest.param(lambda: reduce_scatter("fp32", np.zeros((2, 4), np.float32)), ValueError,
                  r"^dtype must be one of fp16, bf16, int8, not 'fp32'$", id="rs-unknown-dtype"),
@@ -958,38 +995,49 @@ def _s(n_part, nb, dtype=np.uint16):
     pytest.param(lambda: reduce_scatter("fp16", np.zeros((2, 4), np.uint16), _s(2, 1)), ValueError,
                  r"^reduce_scatter: fp16 takes no scales$", id="rs-fp16-scales"),
     pytest.param(lambda: allgather("int8", _i8(2, 10), _s(2, 1)), ValueError,
-                 r"^allgather int8 shard must be a whole number of blocks \(a multiple of 64 elements\); got c=10$",
+                 r"^allgather int8 shard must be a whole number of blocks "
+                 r"\(a multiple of 64 elements\); got c=10$",
                  id="ag-int8-shard-not-blocks"),
     pytest.param(lambda: allgather("int8", _i8(2, 64), _s(2, 2)), ValueError,
-                 r"^allgather scales must have shape \(N, c/64\) = \(2, 1\), not \(2, 2\)$", id="ag-scales-shape"),
+                 r"^allgather scales must have shape \(N, c/64\) = \(2, 1\), not \(2, 2\)$",
+                 id="ag-scales-shape"),
     pytest.param(lambda: allgather("int8", np.zeros((2, 64), np.uint8), _s(2, 1)), TypeError,
                  r"^allgather int8 data must have dtype int8, not uint8$", id="ag-int8-dtype"),
     pytest.param(lambda: allgather("int8", _i8(2, 64), _s(2, 1, np.float32)), TypeError,
-                 r"^allgather scales must have dtype float16 or uint16 \(FP16 bit patterns\), not float32$",
+                 r"^allgather scales must have dtype float16 or uint16 \(FP16 bit patterns\), "
+                 r"not float32$",
                  id="ag-scales-dtype"),
     pytest.param(lambda: allgather("bf16", np.zeros((2, 2, 2), np.uint16)), ValueError,
-                 r"^allgather data must be a 2-D array of shape \(N, c\), not 3-D with shape \(2, 2, 2\)$",
+                 r"^allgather data must be a 2-D array of shape \(N, c\), "
+                 r"not 3-D with shape \(2, 2, 2\)$",
                  id="ag-not-2d"),
     pytest.param(lambda: broadcast("fp16", np.zeros((4, 3), np.float16), root=4), ValueError,
-                 r"^broadcast root must be an int in 0..N-1 = 0..3 \(N=4\), not 4$", id="bc-root-too-big"),
+                 r"^broadcast root must be an int in 0..N-1 = 0..3 \(N=4\), not 4$",
+                 id="bc-root-too-big"),
     pytest.param(lambda: broadcast("fp16", np.zeros((4, 3), np.float16), root=-1), ValueError,
-                 r"^broadcast root must be an int in 0..N-1 = 0..3 \(N=4\), not -1$", id="bc-root-negative"),
+                 r"^broadcast root must be an int in 0..N-1 = 0..3 \(N=4\), not -1$",
+                 id="bc-root-negative"),
     pytest.param(lambda: broadcast("int8", _i8(2, 65), _s(2, 1)), ValueError,
                  r"^broadcast scales must have shape \(N, ceil\(n/64\)\) = \(2, 2\), not \(2, 1\)$",
                  id="bc-scales-shape"),
     pytest.param(lambda: reduce("bf16", np.zeros((4, 3), np.uint16), root=4), ValueError,
-                 r"^reduce root must be an int in 0..N-1 = 0..3 \(N=4\), not 4$", id="rd-root-too-big"),
+                 r"^reduce root must be an int in 0..N-1 = 0..3 \(N=4\), not 4$",
+                 id="rd-root-too-big"),
     pytest.param(lambda: reduce("bf16", np.zeros((4, 3), np.uint16), root=1.0), ValueError,
-                 r"^reduce root must be an int in 0..N-1 = 0..3 \(N=4\), not 1.0$", id="rd-root-float"),
+                 r"^reduce root must be an int in 0..N-1 = 0..3 \(N=4\), not 1.0$",
+                 id="rd-root-float"),
     pytest.param(lambda: reduce("bf16", np.zeros((4, 3), np.uint16), root=True), ValueError,
-                 r"^reduce root must be an int in 0..N-1 = 0..3 \(N=4\), not True$", id="rd-root-bool"),
+                 r"^reduce root must be an int in 0..N-1 = 0..3 \(N=4\), not True$",
+                 id="rd-root-bool"),
     pytest.param(lambda: reduce("int8", _i8(2, 65), _s(2, 3)), ValueError,
                  r"^reduce scales must have shape \(N, ceil\(n/64\)\) = \(2, 2\), not \(2, 3\)$",
                  id="rd-scales-shape"),
     pytest.param(lambda: reduce("bf16", np.zeros((2, 3), np.uint16), _s(2, 1)), ValueError,
                  r"^reduce: bf16 takes no scales$", id="rd-bf16-scales"),
-    pytest.param(lambda: collective("broadcast", "fp16", np.zeros((2, 3), np.float16), root=2), ValueError,
-                 r"^broadcast root must be an int in 0..N-1 = 0..1 \(N=2\), not 2$", id="dispatch-root"),
+    pytest.param(lambda: collective("broadcast", "fp16", np.zeros((2, 3), np.float16), root=2),
+                 ValueError,
+                 r"^broadcast root must be an int in 0..N-1 = 0..1 \(N=2\), not 2$",
+                 id="dispatch-root"),
 ])
 def test_collective_error_messages(call, exc, match):
     with pytest.raises(exc, match=match):

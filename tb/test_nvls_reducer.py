@@ -204,8 +204,8 @@ def directed_flits(cfg):
     for dtype, cols in cases.items():
         cols = [(c + [0] * n)[:n] for c in cols]
         cols += [[0] * n] * (-len(cols) % lanes)
-        for start in range(0, len(cols), lanes):
-            values = np.array(cols[start:start + lanes], dtype=np.uint16).T
+        for first in range(0, len(cols), lanes):
+            values = np.array(cols[first:first + lanes], dtype=np.uint16).T
             for count in range(1, n + 1):
                 for order in (list(range(n)), list(range(n))[::-1]):
                     flits.append(Flit(cfg, values, order, count, dtype, count % (1 << cfg["u"])))

@@ -1,0 +1,194 @@
+"""The Python tree is clean under ruff, run as a developer runs it (`ruff check .` at the repository
+root, configured by pyproject.toml's [tool.ruff]), with the ruff version pyproject.toml pins."""
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from scin.sim.toolchain import REPO_ROOT
+
+# The ruff of this environment: the one installed next to the running Python.
+RUFF = Path(sys.executable).with_name("ruff")
+
+# Files not cleaned yet, whose problems are allowed for now. The set only shrinks: a listed file
+# that is clean (or gone) fails the test, so it must leave the list when it is fixed.
+TODO = frozenset({
+    "boards/ecp5.py",
+    "boards/xcvu13p.py",
+    "hdl/catalog.py",
+    "hdl/endpoint/__init__.py",
+    "hdl/endpoint/accelerator.py",
+    "hdl/endpoint/axi.py",
+    "hdl/endpoint/bridge.py",
+    "hdl/endpoint/memory.py",
+    "hdl/endpoint/sim_ram.py",
+    "hdl/isa/__init__.py",
+    "hdl/isa/barrier.py",
+    "hdl/isa/datapath/common.py",
+    "hdl/isa/datapath/datapath.py",
+    "hdl/isa/datapath/tree_reducer.py",
+    "hdl/isa/descriptor.py",
+    "hdl/isa/feeder.py",
+    "hdl/isa/instruction_buffer.py",
+    "hdl/isa/wave_controller.py",
+    "hdl/isa/wave_table.py",
+    "hdl/isa/writeback.py",
+    "hdl/nvls/acks.py",
+    "hdl/nvls/engine.py",
+    "hdl/nvls/params.py",
+    "hdl/nvls/reducer.py",
+    "hdl/nvls/requests.py",
+    "hdl/nvls/sequencer.py",
+    "hdl/packet.py",
+    "hdl/switch/__init__.py",
+    "hdl/switch/filter.py",
+    "hdl/switch/port.py",
+    "hdl/switch/switch.py",
+    "hdl/system.py",
+    "hdl/transport/__init__.py",
+    "hdl/transport/link.py",
+    "hdl/transport/port.py",
+    "hdl/transport/round_robin.py",
+    "hdl/transport/signature.py",
+    "scripts/accuracy.py",
+    "scripts/allreduce.py",
+    "scripts/bench.py",
+    "scripts/bench_allreduce.py",
+    "scripts/bench_port.py",
+    "scripts/build.py",
+    "scripts/cli.py",
+    "scripts/compare.py",
+    "scripts/executor.py",
+    "scripts/export.py",
+    "scripts/ip_wrapper.py",
+    "scripts/lint.py",
+    "scripts/mutate.py",
+    "scripts/mutation.py",
+    "scripts/package.py",
+    "scripts/resources.py",
+    "scripts/soak.py",
+    "scripts/synth.py",
+    "sim/allreduce.py",
+    "sim/formal/barrier.py",
+    "sim/formal/packet_arbiter.py",
+    "sim/formal/properties.py",
+    "sim/formal/prover.py",
+    "sim/formal/stream_contracts.py",
+    "sim/formal/wave_table.py",
+    "sim/formal/write_tags.py",
+    "sim/hdl_coverage.py",
+    "sim/numerics.py",
+    "sim/nvls.py",
+    "sim/nvls_allreduce.py",
+    "sim/nvls_run.py",
+    "sim/nvls_soak.py",
+    "sim/ring_allreduce.py",
+    "sim/runner.py",
+    "sim/system_model.py",
+    "sim/testbench/allreduce_bench.py",
+    "sim/testbench/soak_bench.py",
+    "sim/toolchain.py",
+    "sim/tops/fabric.py",
+    "sim/trace.py",
+    "tb/conftest.py",
+    "tb/test_axi_memory.py",
+    "tb/test_bench_push.py",
+    "tb/test_boards.py",
+    "tb/test_bridge_edges.py",
+    "tb/test_cli.py",
+    "tb/test_collectives.py",
+    "tb/test_compare.py",
+    "tb/test_constants.py",
+    "tb/test_datapath.py",
+    "tb/test_endpoint.py",
+    "tb/test_faults.py",
+    "tb/test_isa.py",
+    "tb/test_isa_blocks.py",
+    "tb/test_isa_descriptor.py",
+    "tb/test_layers.py",
+    "tb/test_nvls.py",
+    "tb/test_nvls_collectives.py",
+    "tb/test_nvls_reducer.py",
+    "tb/test_package.py",
+    "tb/test_packet.py",
+    "tb/test_push.py",
+    "tb/test_ring.py",
+    "tb/test_runner.py",
+    "tb/test_soak.py",
+    "tb/test_switch.py",
+    "tb/test_switch_params.py",
+    "tb/test_switch_port.py",
+    "tb/test_system.py",
+    "tb/test_system_model.py",
+    "tb/test_transport.py",
+})
+
+
+def ruff_problems(*args, cwd=REPO_ROOT):
+    """Run `ruff check ARGS` in `cwd`; return its problems as `(path, "path:row:col: CODE text")`
+    pairs, path relative to `cwd`."""
+    if not RUFF.exists():
+        pytest.fail(f"{RUFF} is missing: install the test extra (pip install -e '.[test]')")
+    run = subprocess.run([RUFF, "check", "--output-format", "json", *args], cwd=cwd,
+                         capture_output=True, text=True)
+    if run.returncode not in (0, 1):                    # 2: ruff itself failed (bad config, ...)
+        pytest.fail(f"ruff failed ({run.returncode}):\n{run.stderr}")
+    problems = []
+    for p in json.loads(run.stdout):
+        path = Path(p["filename"]).relative_to(cwd).as_posix()
+        row, col = p["location"]["row"], p["location"]["column"]
+        problems.append((path, f"{path}:{row}:{col}: {p['code']} {p['message']}"))
+    return sorted(problems)
+
+
+def complaints(problems, todo):
+    """What is wrong with `problems` given the allowed `todo` files: problems in other files, and
+    listed files that have none left."""
+    dirty = {path for path, _ in problems}
+    wrong = [line for path, line in problems if path not in todo]
+    wrong += [f"{path}: no ruff problem left (or gone); remove it from TODO in {__name__}"
+              for path in sorted(todo - dirty)]
+    return wrong
+
+
+def test_ruff_is_the_pinned_version():
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    pins = [d for d in extras["optional-dependencies"]["test"] if d.startswith("ruff==")]
+    assert len(pins) == 1, "pyproject.toml's test extra pins ruff once"
+    version = subprocess.run([RUFF, "--version"], capture_output=True, text=True).stdout.split()
+    assert version == ["ruff", pins[0].removeprefix("ruff==")]
+
+
+def test_tree_is_clean():
+    wrong = complaints(ruff_problems("."), TODO)
+    assert not wrong, "ruff check . (configured in pyproject.toml):\n" + "\n".join(wrong)
+
+
+def test_a_bad_file_is_caught(tmp_path):
+    """The project's configuration flags a line of 101 columns (not one of 100), an unused import,
+    trailing whitespace and a pre-3.11 spelling; and the TODO rules catch each kind of slip."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("\n".join([
+        "import os",
+        "from typing import Optional",
+        "",
+        "",
+        "def f(x: Optional[int]) -> int:",
+        "    return 1 ",
+        "",
+        "",
+        "A = " + "1" * 96,                        # 100 columns: allowed
+        "B = " + "1" * 97,                        # 101 columns: too long
+        "",
+    ]))
+    problems = ruff_problems("--config", REPO_ROOT / "pyproject.toml", bad.name, cwd=tmp_path)
+    codes = sorted((int(line.split(":")[1]), line.split()[1]) for _, line in problems)
+    assert codes == [(1, "F401"), (5, "UP045"), (6, "W291"), (10, "E501")], problems
+    assert len(complaints(problems, frozenset())) == len(problems)
+    assert complaints(problems, frozenset({"bad.py"})) == []
+    assert complaints(problems, frozenset({"bad.py", "fixed.py"})) == [
+        f"fixed.py: no ruff problem left (or gone); remove it from TODO in {__name__}"]
