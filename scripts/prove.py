@@ -1,13 +1,13 @@
 """``scin prove``: every formal property of the project, proved or checked, with a table.
 
-Runs the checks of :data:`scin.sim.formal.PROPERTY_SETS` (the harnesses of ``hdl/formal/``): for
-each property set its proof (k-induction, unbounded, or a bounded model check of a stated depth),
-its covers (each must be reached: the assumptions leave the interesting behaviour possible) and
-its deliberately broken variants (each must fail one of the properties it targets). One line per
-check as it ends, then one row per property. Results are cached in ``.build/formal/`` by what
-was solved (the harness's RTLIL, the engine, the depth and the tools' versions); ``--fresh``
-solves again. Exit status 0 when every check has its expected result, 1 otherwise, 2 on bad
-options. docs/VERIFICATION.md says what each property means and why each depth is enough.
+Runs the checks of :data:`scin.sim.formal.prover.PROPERTY_SETS` (the harnesses of ``sim/formal/``):
+for each property set its proof (k-induction, unbounded, or a bounded model check of a stated
+depth), its covers (each must be reached: the assumptions leave the interesting behaviour possible)
+and its deliberately broken variants (each must fail one of the properties it targets). One line per
+check as it ends, then one row per property. Results are cached in ``.build/formal/`` by what was
+solved (the harness's RTLIL, the engine, the depth and the tools' versions); ``--fresh`` solves
+again. Exit status 0 when every check has its expected result, 1 otherwise, 2 on bad options.
+docs/VERIFICATION.md says what each property means and why each depth is enough.
 """
 
 import json
@@ -40,7 +40,7 @@ def add_arguments(p):
 
 
 def _properties(check, cache={}):
-    """The :class:`~scin.hdl.formal.Properties` of ``check``'s harness, as its elaboration
+    """The :class:`~scin.sim.formal.Properties` of ``check``'s harness, as its elaboration
     records them (the names exist only once ``elaborate`` has run)."""
     from amaranth.hdl import Fragment
     key = (check.harness, check.params)
@@ -111,11 +111,11 @@ def times_markdown(results, selected, args, wall):
 
 def run(args):
     """``scin prove``: run the selected checks and report."""
-    from ..sim import formal
+    from ..sim.formal import prover
     if args.jobs < 1:
         raise ValueError(f"--jobs must be at least 1, not {args.jobs}")
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else []
-    selected = formal.select(names)
+    selected = prover.select(names)
     if args.list:
         for c in selected:
             expect = {"proved": "must be proved", "reached": "covers must be reached",
@@ -137,11 +137,11 @@ def run(args):
         log(f"[{len(done)}/{len(selected)}] {mark} {res.check}: {res.status} "
             f"({res.seconds:.1f} s{cached}){': ' + res.detail if res.detail else ''}", flush=True)
 
-    results = formal.run_checks(selected, jobs=args.jobs, fresh=args.fresh, progress=progress)
+    results = prover.run_checks(selected, jobs=args.jobs, fresh=args.fresh, progress=progress)
     wall = time.monotonic() - started
     bad = [r for r in results if not r.ok]
     if args.json:
-        text = json.dumps({"checks": [formal.result_dict(r) for r in results],
+        text = json.dumps({"checks": [prover.result_dict(r) for r in results],
                            "passed": not bad, "seconds": round(wall, 1)}, indent=1)
         if quiet:
             print(text)

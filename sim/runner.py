@@ -2,12 +2,15 @@
 
 Used by every testbench (under pytest) and by the CLI. Two caches make repeated runs cheap:
 
-* Verilog is written once per (top name, configuration key, code of ``hdl/``) to
-  ``.build/verilog/<top>-<hash>.v``, atomically (temporary file + ``os.replace``), so parallel test
-  workers never read a half-written file. This first level is keyed by the *code*
-  (:func:`hdl_fingerprint`: syntax trees without docstrings): an edit of code in ``hdl/``
-  re-elaborates, but that alone rebuilds nothing; an edit of a comment or a docstring does
-  neither.
+* Verilog is written once per (top name, configuration key, code of ``hdl/``, code of the top's own
+  module when the top is a simulation top outside ``hdl/``) to ``.build/verilog/<top>-<hash>.v``,
+  atomically (temporary file + ``os.replace``), so parallel test workers never read a half-written
+  file. This first level is keyed by the *code* (:func:`hdl_fingerprint`: syntax trees without
+  docstrings): an edit of code in ``hdl/`` re-elaborates, but that alone rebuilds nothing; an edit
+  of a comment or a docstring does neither. Verification code (the formal harnesses of
+  :mod:`scin.sim.formal`, the simulation tops of :mod:`scin.sim.tops`) is not in ``hdl/``: an edit
+  of a proof re-elaborates nothing, an edit of a simulation top only the models built on it
+  (:func:`verilog_for`'s ``top_module``).
 * Each simulator build lives in ``.build/<sim>/<top>-<key>/``, where ``key`` (:func:`build_key`)
   hashes exactly what the simulator compiles: the simulation variant of the Verilog, every extra
   source, the toplevel, the simulator and its version, cocotb's version and the build flags. An
@@ -21,6 +24,7 @@ Used by every testbench (under pytest) and by the CLI. Two caches make repeated 
 import ast
 import functools
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -33,8 +37,10 @@ from .toolchain import (BUILD_ROOT, REPO_ROOT, VERILATOR_MAKE_VARS, file_lock as
 from . import hdl_coverage
 
 
-__all__ = ["SIMULATORS", "SimulationError", "verilog_for", "run_cocotb", "hdl_fingerprint",
-           "code_digest", "sim_variant", "simulation_sources", "build_flags", "build_key", "build_dir_for"]
+__all__ = ["SIMULATORS", "SimulationError", "verilog_for", "verilog_key", "run_cocotb",
+           "hdl_fingerprint", "hdl_digest", "hdl_sources", "source_digest", "code_digest",
+           "atomic_write", "sim_variant", "simulation_sources", "build_flags", "build_key",
+           "build_dir_for"]
 
 SIMULATORS = ("verilator", "icarus")
 
@@ -77,10 +83,17 @@ def code_digest(text):
 
 @functools.lru_cache(maxsize=1024)
 def _file_digest(path, mtime_ns, size):
-    """The digest of one ``hdl/`` file, cached while it is unchanged (parsing every file at every
-    :func:`verilog_for` call would cost a tenth of a second each)."""
     text = path.read_bytes()
     return code_digest(text) if path.suffix == ".py" else hashlib.sha256(text).hexdigest()
+
+
+def source_digest(path):
+    """The digest of one source file: :func:`code_digest` for Python, a hash of the text for
+    anything else. Cached while the file is unchanged (parsing every file at every
+    :func:`verilog_for` call would cost a tenth of a second each)."""
+    path = Path(path)
+    stat = path.stat()
+    return _file_digest(path, stat.st_mtime_ns, stat.st_size)
 
 
 _FINGERPRINT = []
@@ -99,7 +112,7 @@ def hdl_fingerprint():
     that stale Verilog for current.)"""
     if not _FINGERPRINT:
         _import_hdl()
-        _FINGERPRINT.append(_hdl_digest())
+        _FINGERPRINT.append(hdl_digest())
     return _FINGERPRINT[0]
 
 
@@ -111,19 +124,45 @@ def _import_hdl():
         importlib.import_module(info.name)
 
 
-def _hdl_digest():
+def hdl_sources(root=REPO_ROOT):
+    """The files the design is elaborated from: every Python and Verilog file under
+    ``<root>/hdl/`` but the catalog (a list of tops, not hardware)."""
+    hdl = root / "hdl"
+    return [p for p in sorted([*hdl.rglob("*.py"), *hdl.rglob("*.v")]) if p.name != "catalog.py"]
+
+
+def hdl_digest(root=REPO_ROOT):
+    """A hash of the code of :func:`hdl_sources` (read now: :func:`hdl_fingerprint` is the one
+    a process keys its Verilog by)."""
     digest = hashlib.sha256()
-    hdl = REPO_ROOT / "hdl"
-    for path in sorted([*hdl.rglob("*.py"), *hdl.rglob("*.v")]):
-        if path.name == "catalog.py":   # a list of tops, not hardware
-            continue
-        digest.update(str(path.relative_to(REPO_ROOT)).encode())
-        stat = path.stat()
-        digest.update(_file_digest(path, stat.st_mtime_ns, stat.st_size).encode())
+    for path in hdl_sources(root):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(source_digest(path).encode())
     return digest.hexdigest()
 
 
-def _atomic_write(path, text):
+_TOP_DIGESTS = {}
+
+
+def _top_digest(module):
+    """The code digest of the file ``module`` (a simulation top's module) is in, taken once per
+    process for the reason :func:`hdl_fingerprint` gives."""
+    if module.__name__ not in _TOP_DIGESTS:
+        _TOP_DIGESTS[module.__name__] = source_digest(Path(inspect.getsourcefile(module)))
+    return _TOP_DIGESTS[module.__name__]
+
+
+def verilog_key(top, config_key, fingerprint, top_digest=None):
+    """The first-level cache key: the top's name, its configuration, the design's code
+    (``fingerprint``) and, for a simulation top outside ``hdl/``, its own module's code
+    (``top_digest``, :func:`source_digest` of that file)."""
+    parts = [top, config_key, fingerprint] + ([] if top_digest is None else ["top", top_digest])
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def atomic_write(path, text):
+    """Write ``text`` to ``path`` (parents made) through a temporary file and ``os.replace``, so a
+    concurrent reader sees the old file or the whole new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     with os.fdopen(fd, "w") as f:
@@ -131,7 +170,7 @@ def _atomic_write(path, text):
     os.replace(tmp, path)
 
 
-def verilog_for(make_component, top, config_key):
+def verilog_for(make_component, top, config_key, *, top_module=None):
     """Return the path of the Verilog for ``make_component()``, elaborating it only if needed.
 
     Parameters
@@ -142,6 +181,12 @@ def verilog_for(make_component, top, config_key):
         Verilog module name of the top level.
     config_key : str
         Everything that distinguishes this configuration (typically ``repr`` of the parameters).
+    top_module : module, optional
+        The module a simulation top outside ``hdl/`` is defined in (e.g.
+        :mod:`scin.sim.tops.fabric`): its code is part of the key, so an edit of it re-elaborates
+        the models built on it. It must import only ``hdl/`` (what it imports from elsewhere is
+        not in the key). A component of a class defined in ``scin.sim`` or ``scin.tb`` without
+        it is refused (ValueError) when it is elaborated, since an edit of it would go unnoticed.
     """
     from scin.hdl.toplevel import convert
     setup_environment()
@@ -150,11 +195,13 @@ def verilog_for(make_component, top, config_key):
     if coverage:
         # Source locations in the Verilog: a moved line is another Verilog (hdl_coverage).
         fingerprint += f"\0coverage\0{hdl_coverage.source_fingerprint()}"
-    key = hashlib.sha256(f"{top}\0{config_key}\0{fingerprint}".encode()).hexdigest()[:16]
+    key = verilog_key(top, config_key, fingerprint,
+                      None if top_module is None else _top_digest(top_module))
     path = BUILD_ROOT / "verilog" / f"{top}-{key}.v"
     with _locked(path.with_suffix(".lock")):
         if not path.exists():
             component = make_component()
+            _check_top_module(component, top, top_module)
             # Not verilog.convert(component): it rejects the constant ``ready`` of always_ready
             # streams (credit links); see hdl/toplevel.py.
             if coverage:
@@ -162,8 +209,18 @@ def verilog_for(make_component, top, config_key):
                     text = convert(component, name=top, emit_src=True)
             else:
                 text = convert(component, name=top, emit_src=False)
-            _atomic_write(path, text)
+            atomic_write(path, text)
     return path
+
+
+def _check_top_module(component, top, top_module):
+    """Refuse a top defined in the project outside ``hdl/`` unless ``top_module`` is its module."""
+    defined_in = type(component).__module__
+    outside = defined_in.startswith(("scin.sim.", "scin.tb.", "scin.scripts."))
+    if outside and (top_module is None or defined_in != top_module.__name__):
+        raise ValueError(f"verilog_for({top!r}): {type(component).__name__} is defined in "
+                         f"{defined_in}, outside hdl/: pass top_module={defined_in} so that "
+                         f"its code is part of the cache key")
 
 
 def sim_variant(text):
@@ -242,7 +299,7 @@ def simulation_sources(verilog_path, top):
     variant = verilog_path.with_name(verilog_path.stem + "-sim.v")
     with _locked(variant.with_suffix(".lock")):
         if not variant.exists() or variant.stat().st_mtime < verilog_path.stat().st_mtime:
-            _atomic_write(variant, sim_variant(verilog_path.read_text()))
+            atomic_write(variant, sim_variant(verilog_path.read_text()))
     sources = [(f"{top}.v", variant.read_text())]
     return sources + [(extra.name, extra.read_text()) for extra in extra_sources(verilog_path)]
 
@@ -318,7 +375,7 @@ def _build(runner, sim, top, sources, flags, waves):
         for name, text in sources:
             path = build_dir / "src" / name
             if not path.exists():
-                _atomic_write(path, text)
+                atomic_write(path, text)
             paths.append(path)
         try:
             runner.build(sources=paths, hdl_toplevel=top, build_dir=build_dir, build_args=flags,
@@ -326,7 +383,7 @@ def _build(runner, sim, top, sources, flags, waves):
         except Exception as exc:
             raise SimulationError(f"{sim} could not build {top} in {build_dir}: {exc}; "
                                   f"see {log_file}") from exc
-        _atomic_write(stamp, json.dumps({"sim": sim, "top": top, "flags": flags, "waves": waves,
+        atomic_write(stamp, json.dumps({"sim": sim, "top": top, "flags": flags, "waves": waves,
                                          "version": simulator_version(sim),
                                          "sources": [name for name, _ in sources]}, indent=1))
     return build_dir

@@ -1,6 +1,6 @@
 """AXI4 conformance of ``AxiMemory``, driven by cocotbext-axi against a byte-array reference.
 
-Top: :class:`~scin.hdl.endpoint.harness.FlatAxiMemory` (the memory with AMBA-named ``s_axi_*``
+Top: :class:`~scin.sim.tops.endpoint.FlatAxiMemory` (the memory with AMBA-named ``s_axi_*``
 ports and its backdoor). Two benches, each starting from random memory contents loaded through
 the backdoor and ending with a backdoor dump of the whole memory compared with the reference:
 
@@ -440,11 +440,12 @@ async def raw_bursts(dut):
 
 @pytest.mark.parametrize("width", sorted(CONFIGS, key=int))
 def test_axi_memory_conformance(sim, width):
-    from scin.hdl.endpoint.harness import FlatAxiMemory
+    from scin.sim.tops import endpoint
     params, kwargs = CONFIGS[width]
-    make = lambda: FlatAxiMemory(params, size=MEM_SIZE, **kwargs)
+    make = lambda: endpoint.FlatAxiMemory(params, size=MEM_SIZE, **kwargs)
     rounds = 24 if sim == "verilator" else 4
-    run_cocotb(verilog_path=verilog_for(make, "flat_axi_memory", f"{params!r},{MEM_SIZE},{kwargs!r}"),
+    run_cocotb(verilog_path=verilog_for(make, "flat_axi_memory",
+                                        f"{params!r},{MEM_SIZE},{kwargs!r}", top_module=endpoint),
                top="flat_axi_memory", test_module=cocotb_module(__file__), sim=sim,
                testcase=["master_random", "raw_bursts"],
                config={"data_width": params.data_width, "id_width": params.id_width,

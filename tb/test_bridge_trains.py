@@ -272,9 +272,9 @@ async def read_train_throughput(dut):
 
 def test_bridge_trains(sim):
     """The four scenarios in one simulator run, on the model ``test_bridge_axiram`` builds."""
-    from scin.hdl.endpoint.harness import FlatAxiBridge
-    make = lambda: FlatAxiBridge(PARAMS, port=PORT)
-    run_cocotb(verilog_path=verilog_for(make, "flat_axi_bridge", f"{PORT}"),
+    from scin.sim.tops import endpoint
+    make = lambda: endpoint.FlatAxiBridge(PARAMS, port=PORT)
+    run_cocotb(verilog_path=verilog_for(make, "flat_axi_bridge", f"{PORT}", top_module=endpoint),
                top="flat_axi_bridge", test_module=cocotb_module(__file__), sim=sim,
                testcase=["read_trains", "read_train_axi_error", "bad_read_trains",
                          "posted_writes", "read_train_throughput"], config={})

@@ -712,9 +712,9 @@ async def bridge_axiram(dut):
 
 
 def test_bridge_axiram(sim):
-    from scin.hdl.endpoint.harness import FlatAxiBridge
-    make = lambda: FlatAxiBridge(PARAMS, port=PORT)
-    run_cocotb(verilog_path=verilog_for(make, "flat_axi_bridge", f"{PORT}"),
+    from scin.sim.tops import endpoint
+    make = lambda: endpoint.FlatAxiBridge(PARAMS, port=PORT)
+    run_cocotb(verilog_path=verilog_for(make, "flat_axi_bridge", f"{PORT}", top_module=endpoint),
                top="flat_axi_bridge", test_module=cocotb_module(__file__), sim=sim,
                testcase="bridge_axiram", config={})
 

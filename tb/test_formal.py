@@ -1,7 +1,7 @@
 """The formal properties (`scin prove`): one test per check, so that every proof, every set of
 covers and every deliberately broken variant runs in CI; and the flow's own guards.
 
-A check's result is cached in ``.build/formal/`` by what was solved (sim/formal.py), so a run
+A check's result is cached in ``.build/formal/`` by what was solved (sim/formal/prover.py), so a run
 after a change of neither the harness nor the block costs no solver time.
 """
 
@@ -12,19 +12,18 @@ from amaranth.hdl import Fragment, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-from scin.hdl.formal import Properties
 from scin.scripts.cli import main
-from scin.sim import formal
+from scin.sim.formal import Properties, prover
 from scin.sim.toolchain import REPO_ROOT
 
 
-CHECKS = formal.checks()
+CHECKS = prover.checks()
 
 @pytest.mark.parametrize("check", CHECKS, ids=[c.name for c in CHECKS])
 def test_property(check):
     """The check gives its expected result: a proof ``proved``, covers ``reached``, a broken
     variant ``failed`` on one of the properties it targets."""
-    res = formal.run_check(check)
+    res = prover.run_check(check)
     assert res.ok, (f"{check.name}: {res.status}, expected {check.expect}"
                     f"{' on ' + ', '.join(check.must_fail) if check.must_fail else ''}; "
                     f"failed: {res.failed}; {res.detail} (work directory {res.workdir})")
@@ -32,21 +31,21 @@ def test_property(check):
 
 
 def test_every_set_has_a_proof_covers_and_a_reason_for_its_depth():
-    for s in formal.PROPERTY_SETS:
+    for s in prover.PROPERTY_SETS:
         mine = [c for c in CHECKS if c.set == s.name]
         assert [c.expect for c in mine[:2]] == ["proved", "reached"], s.name
         assert len(mine) == 2 + len(s.broken)
         assert all(c.expect == "failed" and c.must_fail for c in mine[2:])
     # The blocks with broken variants: each block under proof has one.
-    broken_blocks = {s.harness for s in formal.PROPERTY_SETS if s.broken}
-    assert broken_blocks == {s.harness for s in formal.PROPERTY_SETS}
+    broken_blocks = {s.harness for s in prover.PROPERTY_SETS if s.broken}
+    assert broken_blocks == {s.harness for s in prover.PROPERTY_SETS}
 
 
 def test_every_stream_contract_block_has_a_broken_variant_that_runs():
     """Every block of the stream-contract harness has a broken variant, and ``scin prove`` runs
     each of them (every ``broken`` tie of ``BLOCKS`` is a variant of the block's set)."""
-    from scin.hdl.formal.stream_contracts import BLOCKS
-    sets = {dict(s.params)["block"]: s for s in formal.PROPERTY_SETS
+    from scin.sim.formal.stream_contracts import BLOCKS
+    sets = {dict(s.params)["block"]: s for s in prover.PROPERTY_SETS
             if s.harness == "StreamContractHarness"}
     assert set(sets) == set(BLOCKS)
     for block, spec in BLOCKS.items():
@@ -56,9 +55,9 @@ def test_every_stream_contract_block_has_a_broken_variant_that_runs():
 
 def test_unknown_names_are_refused_with_the_way_to_list_them():
     with pytest.raises(ValueError, match="no property set or check named 'nope'.*--list"):
-        formal.select(["nope"])
-    assert [c.name for c in formal.select(["barrier:cover"])] == ["barrier:cover"]
-    assert {c.set for c in formal.select(["credit_link"])} == {"credit_link"}
+        prover.select(["nope"])
+    assert [c.name for c in prover.select(["barrier:cover"])] == ["barrier:cover"]
+    assert {c.set for c in prover.select(["credit_link"])} == {"credit_link"}
 
 
 def test_property_names_are_checked():
@@ -93,14 +92,14 @@ def test_contradictory_assumptions_are_reported_vacuous(monkeypatch):
     meets the assumptions, and the proof is ``vacuous``, not ``proved``; and the set's covers
     cannot be reached (smtbmc's cover mode does not report the contradiction itself, so the
     cover check fails as ``unreached``)."""
-    import scin.hdl.formal as harnesses
+    import scin.sim.formal as harnesses
     monkeypatch.setattr(harnesses, "_Contradiction", _Contradiction, raising=False)
     base = dict(set="vacuous", block="test", harness="_Contradiction", params=())
-    proof = formal.Check("vacuous", engine="bmc", depth=3, expect="proved", **base)
-    cover = formal.Check("vacuous:cover", engine="cover", depth=3, expect="reached", **base)
-    res = formal.run_check(proof, fresh=True)
+    proof = prover.Check("vacuous", engine="bmc", depth=3, expect="proved", **base)
+    cover = prover.Check("vacuous:cover", engine="cover", depth=3, expect="reached", **base)
+    res = prover.run_check(proof, fresh=True)
     assert res.status == "vacuous" and not res.ok, res
-    res = formal.run_check(cover, fresh=True)
+    res = prover.run_check(cover, fresh=True)
     assert res.status == "unreached" and res.failed == ["x_seen"] and not res.ok, res
 
 
@@ -124,7 +123,7 @@ def test_the_doc_names_every_property_set():
     text = (REPO_ROOT / "docs" / "VERIFICATION.md").read_text()
     table = text[text.index("| set |"):].split("\n\n")[0]
     rows = re.findall(r"^\| `(\w+)` \|", table, re.M)
-    assert rows == [s.name for s in formal.PROPERTY_SETS]
+    assert rows == [s.name for s in prover.PROPERTY_SETS]
 
 
 def test_every_json_key_is_in_the_cli_doc():
@@ -132,7 +131,7 @@ def test_every_json_key_is_in_the_cli_doc():
     section = text[text.index("## `scin prove`"):]
     section = section[:section.index("\n## ", 1)] if "\n## " in section[1:] else section
     named = set(re.findall(r"`(\w+)`", section))
-    keys = set(formal.result_dict(formal.Result("c", "proved", True, 0.0)))
+    keys = set(prover.result_dict(prover.Result("c", "proved", True, 0.0)))
     assert keys | {"passed", "seconds", "checks"} <= named, sorted(keys - named)
 
 
@@ -144,9 +143,9 @@ def test_a_timeout_kills_the_solver_too(tmp_path, monkeypatch):
     tool = tmp_path / "fake-smtbmc"
     tool.write_text("#!/bin/sh\nsleep 60 &\necho $! > solver.pid\nwait\n")
     tool.chmod(0o755)
-    monkeypatch.setattr(formal, "_tool", lambda name, env: str(tool))
-    monkeypatch.setattr(formal, "TIMEOUT", 1)
-    status, log, seconds = formal._smtbmc(tmp_path, "bmc1", [], dict(os.environ))
+    monkeypatch.setattr(prover, "tool", lambda name, env: str(tool))
+    monkeypatch.setattr(prover, "TIMEOUT", 1)
+    status, log, seconds = prover.smtbmc(tmp_path, "bmc1", [], dict(os.environ))
     assert status == "TIMEOUT" and seconds < 30
     pid = int((tmp_path / "solver.pid").read_text())
     for _ in range(50):                 # the kill is asynchronous; a zombie counts as gone

@@ -115,6 +115,49 @@ def test_key_covers_extra_sources_and_the_sim_variant(tmp_path, build_root):
         runner.build_key("verilator", "counter", changed_extra, flags, version="v1")
 
 
+
+def test_a_proof_edit_keeps_the_design_key_and_a_top_edit_changes_its_own(tmp_path):
+    """The first-level key covers what a model is elaborated from: ``hdl/`` for a design top,
+    and for a simulation top (sim/tops/) its own module as well. A proof (sim/formal/) is
+    neither: an edit of it re-elaborates nothing; an edit of a simulation top re-elaborates the
+    models built on it, and an edit of ``hdl/`` every model."""
+    files = {"hdl/block.py": "X = 1\n", "hdl/catalog.py": "TOPS = []\n",
+             "sim/formal/proof.py": "P = 1\n", "sim/tops/harness.py": "H = 1\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    harness = tmp_path / "sim" / "tops" / "harness.py"
+
+    def keys():
+        design = runner.hdl_digest(tmp_path)
+        return (runner.verilog_key("block", "cfg", design),
+                runner.verilog_key("harness", "cfg", design, runner.source_digest(harness)))
+
+    block_key, harness_key = keys()
+    assert runner.hdl_sources(tmp_path) == [tmp_path / "hdl" / "block.py"]
+    (tmp_path / "sim" / "formal" / "proof.py").write_text("P = 2  # a stronger property\n")
+    assert keys() == (block_key, harness_key)
+    harness.write_text("H = 22\n")
+    assert keys()[0] == block_key and keys()[1] != harness_key
+    harness_key = keys()[1]
+    (tmp_path / "hdl" / "block.py").write_text("X = 33\n")
+    assert keys()[0] != block_key and keys()[1] != harness_key
+
+
+def test_a_simulation_top_brings_its_module_into_the_key(build_root):
+    """A top defined outside ``hdl/`` is refused without ``top_module`` (its edits would keep
+    stale Verilog), and converted with it; the real tree's design key hashes nothing outside
+    ``hdl/``."""
+    from scin.hdl.packet import FabricParams
+    from scin.sim.tops import fabric
+    make = lambda: fabric.TransportPair(FabricParams(), credits=4, latency=2)
+    with pytest.raises(ValueError, match="top_module=scin.sim.tops.fabric"):
+        runner.verilog_for(make, "pair_top", "c4 l2")
+    path = runner.verilog_for(make, "pair_top", "c4 l2", top_module=fabric)
+    assert "module pair_top" in path.read_text()
+    assert all(p.is_relative_to(runner.REPO_ROOT / "hdl") for p in runner.hdl_sources())
+    assert not (runner.REPO_ROOT / "hdl" / "formal").exists()
+
 @cocotb.test()
 async def counter_counts(dut):
     """The counter adds its step every cycle (so the reused build is the right one)."""

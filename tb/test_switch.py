@@ -1,4 +1,4 @@
-"""The N-port switch (hdl/harness.py: SwitchHarness = Switch + a Link and an endpoint-side
+"""The N-port switch (sim/tops/fabric.py: SwitchHarness = Switch + a Link and an endpoint-side
 TransportPort per port, so credits are modelled in HDL and the testbench only drives per-class
 packet streams at the endpoints and at the ISA side).
 
@@ -11,9 +11,9 @@ import cocotb
 import pytest
 from cocotb.triggers import ClockCycles
 
-from scin.hdl.harness import SwitchHarness
 from scin.hdl.packet import FabricParams, MsgClass, NUM_CLASSES
 from scin.sim.runner import verilog_for, run_cocotb
+from scin.sim.tops import fabric
 from scin.sim.testbench.env import start, tb_config, tb_rng, read_int, cocotb_module
 from scin.sim.testbench.streams import StreamSource, StreamSink, pause_generator
 from scin.sim.testbench.traffic import random_packet, split_packets, header_of
@@ -139,9 +139,9 @@ async def switch_latency(dut):
 def _run(sim, ports, testcase="switch_all_to_all", **cfg):
     params = params_for(ports)
     top = f"switch_harness{ports}"
-    v = verilog_for(lambda: SwitchHarness(params, credits=CREDITS, latency=LATENCY,
-                                          isa_depth=ISA_DEPTH),
-                    top, f"{params!r} {CREDITS} {LATENCY} {ISA_DEPTH}")
+    v = verilog_for(lambda: fabric.SwitchHarness(params, credits=CREDITS, latency=LATENCY,
+                                                 isa_depth=ISA_DEPTH),
+                    top, f"{params!r} {CREDITS} {LATENCY} {ISA_DEPTH}", top_module=fabric)
     run_cocotb(verilog_path=v, top=top, test_module=cocotb_module(__file__), sim=sim,
                testcase=testcase, config=dict(ports=ports, latency=LATENCY, **cfg))
 

@@ -1,5 +1,5 @@
-"""One switch port (hdl/harness.py: PortHarness = endpoint TransportPort + Link + SwitchPort, the
-testbench playing the switch core and the ISA).
+"""One switch port (sim/tops/fabric.py: PortHarness = endpoint TransportPort + Link +
+SwitchPort, the testbench playing the switch core and the ISA).
 
 What is checked:
 
@@ -18,10 +18,10 @@ import pytest
 from cocotb.triggers import RisingEdge, ClockCycles
 
 from scin.hdl.codec import unpack
-from scin.hdl.harness import PortHarness
 from scin.hdl.switch.filter import error_layout
 from scin.hdl.packet import FabricParams, MsgClass, Opcode, NUM_CLASSES
 from scin.sim.runner import verilog_for, run_cocotb
+from scin.sim.tops import fabric
 from scin.sim.testbench.env import start, tb_config, tb_rng, read_int, cocotb_module
 from scin.sim.testbench.streams import StreamSource, StreamSink, pause_generator
 from scin.sim.testbench.traffic import (random_packet, split_packets, make_packet, header_of,
@@ -241,9 +241,9 @@ async def port_bad_input(dut):
 
 def _run(sim, testcase, **cfg):
     top = "port_harness"
-    v = verilog_for(lambda: PortHarness(PARAMS, credits=CREDITS, latency=LATENCY,
-                                        isa_depth=ISA_DEPTH),
-                    top, f"{PARAMS!r} {CREDITS} {LATENCY} {ISA_DEPTH}")
+    v = verilog_for(lambda: fabric.PortHarness(PARAMS, credits=CREDITS, latency=LATENCY,
+                                               isa_depth=ISA_DEPTH),
+                    top, f"{PARAMS!r} {CREDITS} {LATENCY} {ISA_DEPTH}", top_module=fabric)
     run_cocotb(verilog_path=v, top=top, test_module=cocotb_module(__file__), sim=sim,
                testcase=testcase, config=cfg)
 

@@ -1,4 +1,4 @@
-"""Transport layer: two TransportPorts joined by a Link (hdl/harness.py: TransportPair).
+"""Transport layer: two TransportPorts joined by a Link (sim/tops/fabric.py: TransportPair).
 
 What is checked:
 
@@ -15,11 +15,11 @@ import cocotb
 import pytest
 from cocotb.triggers import RisingEdge, ClockCycles
 
-from scin.hdl.harness import TransportPair
 from scin.hdl.packet import FabricParams, MsgClass, NUM_CLASSES
 from scin.hdl.transport import TRANSPORT_LATENCY, credits_for_full_rate
 from scin.hdl.transport.port import CREDIT_LOOP_OVERHEAD
 from scin.sim.runner import verilog_for, run_cocotb
+from scin.sim.tops import fabric
 from scin.sim.testbench.env import start, tb_config, tb_rng, read_int, cocotb_module
 from scin.sim.testbench.streams import StreamSource, StreamSink, pause_generator
 from scin.sim.testbench.traffic import random_packet, split_packets, make_packet, CLASS_OPCODE
@@ -159,8 +159,8 @@ async def transport_rate(dut):
 
 def _run(sim, testcase, *, credits, latency, **cfg):
     top = "transport_pair"
-    v = verilog_for(lambda: TransportPair(PARAMS, credits=credits, latency=latency), top,
-                    f"{PARAMS!r} credits={credits} latency={latency}")
+    v = verilog_for(lambda: fabric.TransportPair(PARAMS, credits=credits, latency=latency), top,
+                    f"{PARAMS!r} credits={credits} latency={latency}", top_module=fabric)
     run_cocotb(verilog_path=v, top=top, test_module=cocotb_module(__file__), sim=sim,
                testcase=testcase, config=dict(credits=credits, latency=latency, **cfg))
 

@@ -118,7 +118,7 @@ class AxiMemory(wiring.Component):
       linearly across it. SLVERR takes precedence over DECERR.
     * **Exclusive access** is not supported: there is no ``AxLOCK`` input, an exclusive access
       arrives as a normal one (or with its ``AxLOCK`` ignored, as in
-      :class:`~scin.hdl.endpoint.harness.FlatAxiMemory`) and is answered ``OKAY``, never
+      :class:`~scin.sim.tops.endpoint.FlatAxiMemory`) and is answered ``OKAY``, never
       ``EXOKAY``, which AXI4 (A7.2) defines as "exclusive access not supported". ``AxCACHE``,
       ``AxPROT``, ``AxQOS``, ``AxREGION`` and ``AxUSER`` are ignored.
     * **Backdoor** (for testbenches; not AXI): ``load`` writes ``data`` at word index ``addr``, one

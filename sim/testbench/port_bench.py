@@ -1,5 +1,5 @@
 """cocotb side of ``scin bench-port``: runs inside the simulator on ``PortBench``
-(``hdl/harness.py``); ``scripts/bench_port.py`` builds it, runs it and writes the report.
+(``sim/tops/fabric.py``); ``scripts/bench_port.py`` builds it, runs it and writes the report.
 
 After ``warmup`` cycles with the traffic generators enabled, it reads the HDL's flit counters at
 the start and the end of ``runs`` windows of ``window`` cycles (no per-cycle Python) and writes

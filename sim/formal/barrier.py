@@ -4,12 +4,12 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..isa.barrier import BarrierManager
-from ..isa.descriptor import IsaParams
-from ..isa.interfaces import GENERATION_BITS, BarrierQuery, block_counters_layout
-from ..packet import FabricParams, MsgClass, Opcode, Status
-from ..params import check_int
-from ..transport import packet_signature
+from ...hdl.isa.barrier import BarrierManager
+from ...hdl.isa.descriptor import IsaParams
+from ...hdl.isa.interfaces import GENERATION_BITS, BarrierQuery, block_counters_layout
+from ...hdl.packet import FabricParams, MsgClass, Opcode, Status
+from ...hdl.params import check_int
+from ...hdl.transport import packet_signature
 from .properties import check_broken, OpenBlock, Properties, stream_contract
 
 

@@ -4,10 +4,10 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..packet import FabricParams, MsgClass, Opcode, OPCODE_CLASS
-from ..params import check_choice, check_int
-from ..switch.filter import PacketFilter, error_layout
-from ..transport import packet_signature
+from ...hdl.packet import FabricParams, MsgClass, Opcode, OPCODE_CLASS
+from ...hdl.params import check_choice, check_int
+from ...hdl.switch.filter import PacketFilter, error_layout
+from ...hdl.transport import packet_signature
 from .properties import check_broken, OpenBlock, Properties, stream_contract
 
 

@@ -4,9 +4,9 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..packet import FabricParams, NUM_CLASSES
-from ..params import check_int
-from ..transport import CreditRx, CreditTx, Link, packet_signature, check_credits
+from ...hdl.packet import FabricParams, NUM_CLASSES
+from ...hdl.params import check_int
+from ...hdl.transport import CreditRx, CreditTx, Link, packet_signature, check_credits
 from .properties import check_broken, OpenBlock, Properties, stream_contract
 
 
@@ -71,7 +71,7 @@ class CreditLinkHarness(wiring.Component):
         queues' memory, which no invariant reaches, so this is for bounded checks.
     broken : None or str
         A deliberately broken variant, which the flow must show failing one of its target
-        properties (``PROPERTY_SETS`` in ``sim/formal.py``):
+        properties (``PROPERTY_SETS`` in :mod:`.prover`):
 
         * ``"ignores_credits"``: the sender's credit counters are tied to ``credits``
           (:meth:`OpenBlock.tie`), so it sends whenever it has a flit, as if it had no credit

@@ -4,11 +4,11 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, flipped, connect
 
-from ..isa.descriptor import IsaParams
-from ..isa.interfaces import COUNTER_BITS, SlotRelease, block_counters_layout
-from ..isa.table_manager import TableManager
-from ..packet import FabricParams
-from ..params import check_int
+from ...hdl.isa.descriptor import IsaParams
+from ...hdl.isa.interfaces import COUNTER_BITS, SlotRelease, block_counters_layout
+from ...hdl.isa.table_manager import TableManager
+from ...hdl.packet import FabricParams
+from ...hdl.params import check_int
 from .properties import check_broken, OpenBlock, Properties, stream_contract
 
 

@@ -4,10 +4,10 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..packet import FabricParams, MsgClass, NUM_CLASSES
-from ..params import check_choice, check_int
-from ..switch.core import SwitchCore
-from ..transport import packet_signature
+from ...hdl.packet import FabricParams, MsgClass, NUM_CLASSES
+from ...hdl.params import check_choice, check_int
+from ...hdl.switch.core import SwitchCore
+from ...hdl.transport import packet_signature
 from .properties import check_broken, OpenBlock, Properties, stream_contract
 
 

@@ -6,17 +6,17 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, connect, flipped
 
-from ..endpoint.accelerator import Accelerator
-from ..endpoint.bridge import AxiBridge, bridge_axi_params
-from ..endpoint.memory import MIN_LATENCY, AxiMemory
-from ..isa.copy_path import CopyPath
-from ..isa.datapath import Datapath
-from ..isa.feeder import Feeder
-from ..isa.interfaces import job_layout
-from ..isa.read_issuer import ReadIssuer
-from ..isa.wave_controller import WaveController
-from ..isa.writeback import WriteBack
-from ..params import check_choice
+from ...hdl.endpoint.accelerator import Accelerator
+from ...hdl.endpoint.bridge import AxiBridge, bridge_axi_params
+from ...hdl.endpoint.memory import MIN_LATENCY, AxiMemory
+from ...hdl.isa.copy_path import CopyPath
+from ...hdl.isa.datapath import Datapath
+from ...hdl.isa.feeder import Feeder
+from ...hdl.isa.interfaces import job_layout
+from ...hdl.isa.read_issuer import ReadIssuer
+from ...hdl.isa.wave_controller import WaveController
+from ...hdl.isa.writeback import WriteBack
+from ...hdl.params import check_choice
 from .properties import check_broken, OpenBlock, Properties
 from .small_isa import small_isa
 

@@ -1,8 +1,11 @@
-"""Formal harnesses: one module per block under proof (docs/VERIFICATION.md).
+"""Formal verification: the harnesses, one module per block under proof, and the flow that
+proves them (:mod:`.prover`; docs/VERIFICATION.md).
 
 Each harness is a :class:`~amaranth.lib.wiring.Component` whose ports are its block's environment,
 left to the solver, and whose ``Assert``/``Assume``/``Cover`` statements state the block's
-properties by name (:mod:`.properties`). ``sim/formal.py`` runs them; ``scin prove`` reports.
+properties by name (:mod:`.properties`). :mod:`.prover` runs them; ``scin prove`` reports. They
+are verification code, so they live here and not in ``hdl/``: the design's Verilog cache
+(:func:`scin.sim.runner.verilog_for`) does not depend on them.
 
 * :class:`~.credit_link.CreditLinkHarness` -- CreditTx, Link and CreditRx: the credit protocol.
 * :class:`~.packet_arbiter.PacketArbiterHarness` -- the round-robin packet arbiter.

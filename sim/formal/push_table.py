@@ -7,12 +7,12 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..isa.descriptor import ReadKind, push_addr_layout, read_tag_layout
-from ..isa.interfaces import COUNTER_BITS, block_counters_layout
-from ..isa.wave_table import WaveTable
-from ..packet import Opcode
-from ..params import check_int
-from ..transport import packet_signature
+from ...hdl.isa.descriptor import ReadKind, push_addr_layout, read_tag_layout
+from ...hdl.isa.interfaces import COUNTER_BITS, block_counters_layout
+from ...hdl.isa.wave_table import WaveTable
+from ...hdl.packet import Opcode
+from ...hdl.params import check_int
+from ...hdl.transport import packet_signature
 from .properties import check_broken, OpenBlock, Properties
 from .small_isa import small_isa
 from .table_spec import packet_registers, receive

@@ -5,7 +5,7 @@ whose ports are the block's environment, left free for the solver: every input p
 the solver chooses in every cycle, within the harness's ``Assume``\\s. The harness states the
 block's properties with a :class:`Properties` recorder, so that each assertion, assumption and
 cover carries a name that survives the trip through RTLIL and Yosys: the formal flow
-(``sim/formal.py``) reads the names back from what the solver reports.
+(:mod:`.prover`) reads the names back from what the solver reports.
 
 Two kinds of assertion are kept apart:
 
@@ -22,7 +22,7 @@ Two kinds of assertion are kept apart:
 from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Fragment, Signal
 from amaranth.hdl._ast import Assign, Switch
 
-from ..params import check_choice
+from ...hdl.params import check_choice
 
 
 __all__ = ["Properties", "OpenBlock", "stream_contract", "check_broken", "PROPERTY_PREFIX"]

@@ -1,7 +1,7 @@
 """The small ISA configurations the formal harnesses check blocks at."""
 
-from ..isa.descriptor import IsaParams, WRITE_TAG_BITS
-from ..packet import FabricParams
+from ...hdl.isa.descriptor import IsaParams, WRITE_TAG_BITS
+from ...hdl.packet import FabricParams
 
 
 __all__ = ["small_isa"]

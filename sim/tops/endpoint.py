@@ -1,13 +1,17 @@
-"""Simulation tops for the endpoint testbenches (not for synthesis)."""
+"""Simulation tops for the endpoint testbenches (not for synthesis).
+
+Pass this module as ``top_module`` to :func:`scin.sim.runner.verilog_for`, so an edit here
+re-elaborates the models built on these tops (and nothing else).
+"""
 
 from amaranth.hdl import Module, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..transport.signature import packet_signature
-from .axi import FLAT_FIELDS, FlatAxi
-from .bridge import AxiBridge
-from .memory import AxiMemory
+from ...hdl.transport.signature import packet_signature
+from ...hdl.endpoint.axi import FLAT_FIELDS, FlatAxi
+from ...hdl.endpoint.bridge import AxiBridge
+from ...hdl.endpoint.memory import AxiMemory
 
 
 __all__ = ["FlatAxiBridge", "FlatAxiMemory", "IGNORED_SIDEBANDS"]
