@@ -7,7 +7,7 @@ Platforms and tops are imported only when a board is built, so listing boards is
 
 from dataclasses import dataclass
 
-from ..hdl.paper import CLOCK_MHZ
+from ..hdl.paper import CLOCK_MHZ, FLIT_WIDTH, PORTS
 
 
 __all__ = ["Board", "BOARDS", "get_board"]
@@ -49,8 +49,8 @@ class Board:
 
 BOARDS = {b.name: b for b in (
     Board("vu13p-switch",
-          "XCVU13P-FLGA2577-2-I switch FPGA: 4-port switch + ISA (256-bit flits), four 4-lane GT "
-          f"links, {CLOCK_MHZ} MHz (Vivado build tree)",
+          f"XCVU13P-FLGA2577-2-I switch FPGA: {PORTS}-port switch + ISA ({FLIT_WIDTH}-bit flits), "
+          f"four 4-lane GT links, {CLOCK_MHZ} MHz (Vivado build tree)",
           "vivado", "xcvu13p", "SwitchBoardPlatform", "SwitchBoardTop", "scin_switch"),
     Board("vu13p-endpoint",
           "XCVU13P-FLGA2577-2-I endpoint FPGA: transport port, AXI bridge, accelerator stand-in, "
