@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from scin.hdl.packet import FabricParams, MsgClass
+from scin.hdl.paper import AURORA_CYCLES
 
 
 __all__ = ["main", "add_arguments", "run", "run_bench"]
@@ -58,7 +59,8 @@ def summarize(windows):
 
 def add_arguments(parser):
     """The options of ``scin bench-port``."""
-    parser.add_argument("--latency", type=int, default=70, help="one-way link latency (cycles)")
+    parser.add_argument("--latency", type=int, default=AURORA_CYCLES,
+                        help="one-way link latency (cycles)")
     parser.add_argument("--credits", type=int, nargs="+", default=[256, 145, 128, 64],
                         help="credit values to sweep (the first is the headline)")
     parser.add_argument("--runs", type=int, default=5, help="measurement windows per configuration")

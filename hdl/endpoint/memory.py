@@ -10,6 +10,7 @@ from .sim_ram import SimRam
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, exact_log2
 
+from ..paper import MEM_LATENCY
 from .axi import AxiParams, Burst, Resp, axi_signature, poll_signature
 
 
@@ -135,7 +136,8 @@ class AxiMemory(wiring.Component):
         Bytes; a power of two and at least two bus words.
     latency : int
         Read latency in cycles, AR handshake to first R beat; at least ``MIN_LATENCY`` (3). The
-        default, 40 cycles = 160 ns at 250 MHz, is the paper latency model's DDR4 read.
+        default, :data:`~scin.hdl.paper.MEM_LATENCY` (40 cycles = 160 ns at 250 MHz), is the paper
+        latency model's DDR4 read.
     reorder : bool
         Let responses to different IDs come back out of order.
     outstanding : int
@@ -158,8 +160,8 @@ class AxiMemory(wiring.Component):
     poll : In(poll_signature(word_bits, data_width))
     """
 
-    def __init__(self, params, *, size, latency=40, reorder=False, outstanding=16, seed=0xACE1,
-                 storage="memory", name="mem"):
+    def __init__(self, params, *, size, latency=MEM_LATENCY, reorder=False, outstanding=16,
+                 seed=0xACE1, storage="memory", name="mem"):
         if not isinstance(params, AxiParams):
             raise TypeError(f"params must be an AxiParams, not {params!r}")
         if (not isinstance(size, int) or size < 2 * params.data_bytes or size & (size - 1)
