@@ -36,14 +36,15 @@ from typing import NamedTuple
 import numpy as np
 
 from .fp import (
-    BF16, FP16, FP16_FIXED_SHIFT, FloatFormat, bit_length, decode, float_to_bf16_bits, fp16_to_fixed,
-    round_fixed,
+    BF16, FP16, FP16_FIXED_SHIFT, FloatFormat, bit_length, decode, float_to_bf16_bits,
+    fp16_to_fixed, round_fixed,
 )
 
 __all__ = [
     "Status", "BLOCK", "MAX_PARTICIPANTS", "BF16_GUARD_BITS", "Q_MAX",
-    "allreduce_fp16", "allreduce_bf16", "allreduce_int8", "allreduce", "Reduced", "DTYPES", "encode",
-    "quantize_int8", "quantize_int8_fixed", "dequantize_int8", "dequantize_int8_fixed", "num_blocks",
+    "allreduce_fp16", "allreduce_bf16", "allreduce_int8", "allreduce", "Reduced", "DTYPES",
+    "encode", "quantize_int8", "quantize_int8_fixed", "dequantize_int8", "dequantize_int8_fixed",
+    "num_blocks",
     "reduce_scatter", "allgather", "broadcast", "reduce", "collective", "OPS", "op_key",
 ]
 
@@ -83,12 +84,14 @@ def _dtype_name(a) -> str:
 
 def _check_2d(name: str, a: np.ndarray, shape: str = "(N, n)") -> None:
     if a.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array of shape {shape}, not {a.ndim}-D with shape {a.shape}")
+        raise ValueError(f"{name} must be a 2-D array of shape {shape}, "
+                         f"not {a.ndim}-D with shape {a.shape}")
     n_part = a.shape[0]
     if n_part < 1:
         raise ValueError(f"{name} must have N >= 1 participants (rows), not {n_part}")
     if n_part > MAX_PARTICIPANTS:
-        raise ValueError(f"{name} must have N <= {MAX_PARTICIPANTS} participants (rows), not {n_part}")
+        raise ValueError(f"{name} must have N <= {MAX_PARTICIPANTS} participants (rows), "
+                         f"not {n_part}")
 
 
 def _fp16_input(name: str, x) -> tuple[np.ndarray, bool]:
@@ -98,7 +101,8 @@ def _fp16_input(name: str, x) -> tuple[np.ndarray, bool]:
         return a.view(np.uint16), True
     if a.dtype == np.uint16:
         return a, False
-    raise TypeError(f"{name} must have dtype float16 or uint16 (FP16 bit patterns), not {a.dtype.name}")
+    raise TypeError(f"{name} must have dtype float16 or uint16 (FP16 bit patterns), "
+                    f"not {a.dtype.name}")
 
 
 def _non_finite_rule(bits_rows: np.ndarray, fmt: FloatFormat):
@@ -125,7 +129,8 @@ def _finish(bits: np.ndarray, overflow: np.ndarray, nonfinite, fmt: FloatFormat)
     bits = np.where(pinf, np.uint16(fmt.inf), bits)
     bits = np.where(ninf, np.uint16(fmt.inf | fmt.sign_mask), bits)
     bits = np.where(nan, np.uint16(fmt.qnan), bits).astype(np.uint16)
-    elem = np.where(invalid, np.uint8(Status.INVALID), np.where(overflow, np.uint8(Status.OVERFLOW), np.uint8(0)))
+    elem = np.where(invalid, np.uint8(Status.INVALID),
+                    np.where(overflow, np.uint8(Status.OVERFLOW), np.uint8(0)))
     elem = elem.astype(np.uint8)
     return bits, elem, Status(int(np.bitwise_or.reduce(elem))) if elem.size else Status.NONE
 
@@ -308,7 +313,8 @@ def _scale_bits_input(name: str, s) -> tuple[np.ndarray, bool]:
         return a.view(np.uint16), True
     if a.dtype == np.uint16:
         return a, False
-    raise TypeError(f"{name} must have dtype float16 or uint16 (FP16 bit patterns), not {a.dtype.name}")
+    raise TypeError(f"{name} must have dtype float16 or uint16 (FP16 bit patterns), "
+                    f"not {a.dtype.name}")
 
 
 def allreduce_int8(q, scales):
@@ -358,7 +364,8 @@ def allreduce_int8(q, scales):
     n_part, n = qa.shape
     nb = num_blocks(n)
     if sb.shape != (n_part, nb):
-        raise ValueError(f"scales must have shape (N, ceil(n/{BLOCK})) = ({n_part}, {nb}), not {sb.shape}")
+        raise ValueError(f"scales must have shape (N, ceil(n/{BLOCK})) = ({n_part}, {nb}), "
+                         f"not {sb.shape}")
     sb64 = sb.astype(np.int64)
     bad = ((sb64 & FP16.sign_mask) != 0) | ((sb64 & FP16.exp_mask) == FP16.exp_mask)
     invalid = bad.any(axis=0)
@@ -369,7 +376,8 @@ def allreduce_int8(q, scales):
     q_out, s_bits, saturated = _quantize_fixed(total)
     s_bits = np.where(invalid, np.uint16(FP16.qnan), s_bits).astype(np.uint16)
     q_out = np.where(_expand(invalid, n), 0, q_out).astype(np.int8)
-    blk = np.where(invalid, np.uint8(Status.INVALID), np.where(saturated, np.uint8(Status.OVERFLOW), np.uint8(0)))
+    blk = np.where(invalid, np.uint8(Status.INVALID),
+                   np.where(saturated, np.uint8(Status.OVERFLOW), np.uint8(0)))
     blk = blk.astype(np.uint8)
     status = Status(int(np.bitwise_or.reduce(blk))) if blk.size else Status.NONE
     return q_out, (s_bits.view(np.float16) if as_float else s_bits), blk, status
@@ -462,12 +470,14 @@ def _check_q_scales(q, scales):
     if sa.dtype == np.uint16:
         sa = sa.view(np.float16)
     if sa.dtype != np.float16:
-        raise TypeError(f"scales must have dtype float16 or uint16 (FP16 bit patterns), not {sa.dtype.name}")
+        raise TypeError("scales must have dtype float16 or uint16 (FP16 bit patterns), "
+                        f"not {sa.dtype.name}")
     if qa.ndim < 1:
         raise ValueError("q must have at least one dimension")
     want = qa.shape[:-1] + (num_blocks(qa.shape[-1]),)
     if sa.shape != want:
-        raise ValueError(f"scales must have shape q.shape[:-1] + (ceil(n/{BLOCK}),) = {want}, not {sa.shape}")
+        raise ValueError(f"scales must have shape q.shape[:-1] + (ceil(n/{BLOCK}),) = {want}, "
+                         f"not {sa.shape}")
     return qa, sa
 
 
@@ -502,7 +512,8 @@ def dequantize_int8_fixed(q, scales) -> np.ndarray:
     qa, sa = _check_q_scales(q, scales)
     sb = sa.view(np.uint16).astype(np.int64)
     if (((sb & FP16.sign_mask) != 0) | ((sb & FP16.exp_mask) == FP16.exp_mask)).any():
-        raise ValueError("scales must be finite with the sign bit clear for an exact integer result")
+        raise ValueError("scales must be finite with the sign bit clear for an exact integer "
+                         "result")
     return qa.astype(np.int64) * _expand(fp16_to_fixed(sb), qa.shape[-1])
 
 
@@ -602,7 +613,7 @@ def allreduce(dtype, data, scales=None) -> Reduced:
     return Reduced(out, None, status_per, status)
 
 
-# --------------------------------------------------------------------------- the NCCL collective set
+# ------------------------------------------------------------------------ the NCCL collective set
 
 #: The collectives :func:`collective` takes, by name (NCCL's set).
 OPS = ("allreduce", "reduce-scatter", "allgather", "broadcast", "reduce")
@@ -635,7 +646,8 @@ def _collective_input(op: str, dtype, data, scales, shape: str):
         raise ValueError(f"{op}: int8 needs the input block scales")
     sb = np.asarray(scales)
     if sb.dtype not in (np.float16, np.uint16):
-        raise TypeError(f"{op} scales must have dtype float16 or uint16 (FP16 bit patterns), not {sb.dtype.name}")
+        raise TypeError(f"{op} scales must have dtype float16 or uint16 (FP16 bit patterns), "
+                        f"not {sb.dtype.name}")
     return name, a, sb
 
 
@@ -646,13 +658,14 @@ def _check_scales_shape(op: str, sb: np.ndarray, want: tuple[int, int], formula:
 
 def _check_whole_blocks(op: str, what: str, c: int) -> None:
     if c % BLOCK:
-        raise ValueError(f"{op} int8 {what} must be a whole number of blocks (a multiple of {BLOCK} elements); "
-                         f"got c={c}")
+        raise ValueError(f"{op} int8 {what} must be a whole number of blocks "
+                         f"(a multiple of {BLOCK} elements); got c={c}")
 
 
 def _check_root(op: str, root, n_part: int) -> int:
     if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= root < n_part:
-        raise ValueError(f"{op} root must be an int in 0..N-1 = 0..{n_part - 1} (N={n_part}), not {root!r}")
+        raise ValueError(f"{op} root must be an int in 0..N-1 = 0..{n_part - 1} (N={n_part}), "
+                         f"not {root!r}")
     return int(root)
 
 
@@ -664,7 +677,8 @@ def _copy_bits(a: np.ndarray) -> np.ndarray:
 
 
 def reduce_scatter(dtype, data, scales=None) -> list[Reduced]:
-    """The golden ReduceScatter (NCCL ``ncclReduceScatter``, sum): rank ``r`` gets shard ``r`` reduced.
+    """The golden ReduceScatter (NCCL ``ncclReduceScatter``, sum): rank ``r`` gets shard ``r``
+    reduced.
 
     Every rank sends ``N * c`` elements, ``c`` being NCCL's ``recvcount``; rank ``r`` receives
     ``c`` elements: the reduction of all ranks' elements ``r*c .. (r+1)*c - 1``. Each shard is
@@ -700,15 +714,16 @@ def reduce_scatter(dtype, data, scales=None) -> list[Reduced]:
     name, a, sb = _collective_input(op, dtype, data, scales, "(N, N*c)")
     n_part, width = a.shape
     if width % n_part:
-        raise ValueError(f"{op} data must have shape (N, N*c); got {a.shape}: {width} columns are not a "
-                         f"multiple of N={n_part}")
+        raise ValueError(f"{op} data must have shape (N, N*c); got {a.shape}: {width} columns "
+                         f"are not a multiple of N={n_part}")
     c = width // n_part
     if name != "int8":
         return [allreduce(name, a[:, r * c:(r + 1) * c]) for r in range(n_part)]
     _check_whole_blocks(op, "shard", c)
     _check_scales_shape(op, sb, (n_part, width // BLOCK), "(N, N*c/64)")
     cb = c // BLOCK
-    return [allreduce(name, a[:, r * c:(r + 1) * c], sb[:, r * cb:(r + 1) * cb]) for r in range(n_part)]
+    return [allreduce(name, a[:, r * c:(r + 1) * c], sb[:, r * cb:(r + 1) * cb])
+            for r in range(n_part)]
 
 
 def allgather(dtype, data, scales=None) -> Reduced:

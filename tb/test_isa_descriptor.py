@@ -105,7 +105,8 @@ GOOD = dict(op=d.Op.ALLREDUCE.value, dtype=0, sync=0, participants=0b1111, eleme
     (dict(op=d.Op.BROADCAST.value, root=4), "root 4 is not a rank of the 4 participants"),
     (dict(op=d.Op.REDUCE.value, participants=0b0101, root=2), "root 2 is not a rank of the 2"),
     # A shard must be whole flits (so every rank's shard starts on a flit): 24 FP16 = 48 bytes.
-    (dict(op=d.Op.REDUCE_SCATTER.value, elements=24), "REDUCE_SCATTER shard of 24 elements is not a whole number of 32-byte flits"),
+    (dict(op=d.Op.REDUCE_SCATTER.value, elements=24),
+     "REDUCE_SCATTER shard of 24 elements is not a whole number of 32-byte flits"),
     (dict(op=d.Op.ALLGATHER.value, elements=8), "ALLGATHER shard of 8 elements"),
     (dict(op=d.Op.ALLGATHER.value, dtype=2, elements=128, src_addr=0x10000, src_scale_addr=0x100,
           dst_scale_addr=0x200), "INT8 in place needs the scales in place too"),
@@ -118,7 +119,8 @@ GOOD = dict(op=d.Op.ALLREDUCE.value, dtype=0, sync=0, participants=0b1111, eleme
     (dict(src_addr=0x11), "src_addr 0x11 is not 4096-byte aligned"),
     # Flit-aligned is not enough: a 4 KiB packet from here would cross a 4 KB boundary.
     (dict(dst_addr=0x10020), "dst_addr 0x10020 is not 4096-byte aligned"),
-    (dict(dtype=2, elements=128, src_scale_addr=0x20040), "src_scale_addr 0x20040 is not 128-byte aligned"),
+    (dict(dtype=2, elements=128, src_scale_addr=0x20040),
+     "src_scale_addr 0x20040 is not 128-byte aligned"),
     (dict(flag_addr=0x2), "flag_addr 0x2 is not 4-byte aligned"),
     (dict(dtype=3), "dtype 3 is unknown"),
     (dict(mode=3), "mode 3 is unknown"),
@@ -140,21 +142,27 @@ def check_descriptor_with(params, change):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(capacity=3000), r"^capacity must be a power of two multiple of max_payload \(4096 bytes\), not 3000$"),
-    (dict(capacity=32768, waves=3), r"^waves must divide the 8 slots of the wave table \(1 to 8\), not 3$"),
+    (dict(capacity=3000),
+     r"^capacity must be a power of two multiple of max_payload \(4096 bytes\), not 3000$"),
+    (dict(capacity=32768, waves=3),
+     r"^waves must divide the 8 slots of the wave table \(1 to 8\), not 3$"),
     (dict(waves=16), r"^waves must divide the 8 slots"),
     (dict(descriptors=0), r"^descriptors must be an integer between 1 and 256, not 0$"),
     (dict(sync_resources=300), r"^sync_resources must be an integer between 1 and 256, not 300$"),
     (dict(max_elements=0), r"^max_elements must be an integer between 1 and 4294967295, not 0$"),
-    (dict(timeout=100), r"^timeout must be 0 \(no watchdog\) or between 256 and 2\*\*32-1 cycles, not 100$"),
+    (dict(timeout=100),
+     r"^timeout must be 0 \(no watchdog\) or between 256 and 2\*\*32-1 cycles, not 100$"),
     (dict(timeout=1 << 32), r"^timeout must be 0 \(no watchdog\) or between 256"),
     (dict(fabric=FabricParams(tag_width=8)),
      r"^tag_width 8 is too narrow for 8 slots: read and write tags need 9 bits"),
     # The datapath reduces 2 to 8 inputs: a bigger switch is refused here, naming the fabric's
     # ports, not at elaboration naming the datapath's n_inputs.
-    (dict(fabric=FabricParams(ports=16)), r"^fabric\.ports must be an integer between 2 and 8, not 16$"),
-    (dict(fabric=FabricParams(ports=9)), r"^fabric\.ports must be an integer between 2 and 8, not 9$"),
-    (dict(fabric=FabricParams(ports=17, port_bits=5)), r"^fabric\.ports must be an integer between 2 and 8, not 17$"),
+    (dict(fabric=FabricParams(ports=16)),
+     r"^fabric\.ports must be an integer between 2 and 8, not 16$"),
+    (dict(fabric=FabricParams(ports=9)),
+     r"^fabric\.ports must be an integer between 2 and 8, not 9$"),
+    (dict(fabric=FabricParams(ports=17, port_bits=5)),
+     r"^fabric\.ports must be an integer between 2 and 8, not 17$"),
 ])
 def test_bad_isa_parameters_are_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -201,10 +209,12 @@ PUSH = d.IsaParams(push_resources=2, push_capacity=8192)
 
 @pytest.mark.parametrize("change, reason", [
     (dict(mode=1, sync=2), "sync resource 2 has no push space (push_resources = 2)"),
-    (dict(mode=1, elements=4097), "8194 bytes per participant exceed the push space (push_capacity = 8192)"),
+    (dict(mode=1, elements=4097),
+     "8194 bytes per participant exceed the push space (push_capacity = 8192)"),
     (dict(mode=1, op=d.Op.BARRIER.value), "BARRIER cannot be pushed"),
     # A ReduceScatter pushes its N shards: 4 x 1024 x 2 bytes fit, 4 x 1025 x 2 do not.
-    (dict(mode=1, op=d.Op.REDUCE_SCATTER.value, elements=1025), "8200 bytes per participant exceed"),
+    (dict(mode=1, op=d.Op.REDUCE_SCATTER.value, elements=1025),
+     "8200 bytes per participant exceed"),
 ])
 def test_push_descriptors_that_cannot_push_are_bad(change, reason):
     assert check_ok(PUSH) and d.check_descriptor({**GOOD, "mode": 1}, PUSH) == []
@@ -234,14 +244,17 @@ def test_auto_pushes_what_it_can_under_the_threshold(change, mode):
 
 def test_push_address_table_matches_layout():
     rows = next(v for k, v in _tables(Path("PROTOCOL.md")).items() if k[0] == "push address field")
-    assert [(r[0], int(r[1])) for r in rows] == [(n, o) for n, o, _ in _layout_rows(d.push_addr_layout(d.IsaParams()))]
-    assert [int(r[2].split()[0]) for r in rows] == [w for _, _, w in _layout_rows(d.push_addr_layout(d.IsaParams()))]
+    layout = _layout_rows(d.push_addr_layout(d.IsaParams()))
+    assert [(r[0], int(r[1])) for r in rows] == [(n, o) for n, o, _ in layout]
+    assert [int(r[2].split()[0]) for r in rows] == [w for _, _, w in layout]
 
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(push_resources=9), r"^push_resources must be an integer between 0 and 8, not 9$"),
-    (dict(push_resources=1, push_capacity=5000), r"^push_capacity must be a multiple of max_payload \(4096 bytes\)"),
-    (dict(push_resources=1, push_threshold=20000), r"^push_threshold must be an integer between 0 and 16384, not 20000$"),
+    (dict(push_resources=1, push_capacity=5000),
+     r"^push_capacity must be a multiple of max_payload \(4096 bytes\)"),
+    (dict(push_resources=1, push_threshold=20000),
+     r"^push_threshold must be an integer between 0 and 16384, not 20000$"),
 ])
 def test_bad_push_parameters_are_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -252,7 +265,8 @@ def test_bad_push_parameters_are_rejected(kwargs, message):
     # A train fills at most every slot, and its length (in flits) passes the switch's check.
     (dict(read_train=0), r"^read_train must be an integer between 1 and 8, not 0$"),
     (dict(read_train=9), r"^read_train must be an integer between 1 and 8, not 9$"),
-    (dict(capacity=1 << 18, read_train=33), r"^read_train must be an integer between 1 and 32, not 33$"),
+    (dict(capacity=1 << 18, read_train=33),
+     r"^read_train must be an integer between 1 and 32, not 33$"),
     (dict(write_train=65), r"^write_train must be an integer between 1 and 64, not 65$"),
 ])
 def test_bad_train_parameters_are_rejected(kwargs, message):
