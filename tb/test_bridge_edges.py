@@ -20,49 +20,8 @@ from cocotb.triggers import ClockCycles
 
 from scin.hdl.packet import Opcode, Status
 from scin.sim.runner import run_cocotb, verilog_for
-from scin.sim.testbench.env import cocotb_module, read_int, start, tb_config, tb_rng
-# The bridge's packet-level driver and helpers, shared with the endpoint's own bridge tests.
-from scin.tb.test_endpoint import FB, MEM_SIZE, PARAMS, PORT, BridgeTb, idle_inputs, packet, pauses
-
-
-NAMES = {"req": "req_in", "write": "write_in", "rdata": "rdata_out", "wresp": "wresp_out"}
-#: A 4 KB page of the memory whose reads fail: AxiRam answers a read whose data callback raises
-#: with SLVERR (it wraps addresses past its size instead of refusing them).
-FAULT_PAGE = 0x8000
-
-
-def fail_page(interface, callback, page):
-    """Make the AXI accesses of one 4 KiB ``page`` through ``interface`` (cocotbext-axi's
-    ``ram.read_if`` or ``ram.write_if``) fail, by wrapping its data ``callback`` (``"_read"``
-    or ``"_write"``); the RAM's backdoor ``read``/``write`` still reach the page."""
-    access = getattr(interface, callback)
-
-    async def faulty(address, *args):
-        if page <= address < page + 4096:
-            raise ValueError(f"injected {callback[1:]} fault at {address:#x}")
-        return await access(address, *args)
-    setattr(interface, callback, faulty)
-
-
-def _fail_reads_of_fault_page(ram):
-    """Make ``ram``'s AXI reads of :data:`FAULT_PAGE` fail."""
-    fail_page(ram.read_if, "_read", FAULT_PAGE)
-
-
-async def _bench(dut, salt):
-    """Reset, an AxiRam of ``MEM_SIZE`` bytes with random pauses on every channel, the packet
-    driver, and the seeded random source."""
-    from cocotbext.axi import AxiBus, AxiRam
-    cfg = tb_config()
-    rng = tb_rng(dut, salt)
-    ram = AxiRam(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=MEM_SIZE)
-    for ch in (ram.write_if.aw_channel, ram.write_if.w_channel, ram.write_if.b_channel,
-               ram.read_if.ar_channel, ram.read_if.r_channel):
-        ch.set_pause_generator(pauses(dut, cfg, f"{salt}-axi"))
-    _fail_reads_of_fault_page(ram)
-    idle_inputs(dut)
-    await start(dut)
-    return BridgeTb(dut, cfg, NAMES), ram, rng
+from scin.sim.testbench.env import cocotb_module, read_int
+from scin.tb.endpoint_setup import FAULT_PAGE, FB, PARAMS, PORT, bridge_bench, packet
 
 
 def _check_counters(dut, dropped, rejected):
@@ -82,7 +41,7 @@ async def atomic_read_error(dut):
     """An ATOMIC_ADD on the fault page: its read is answered SLVERR, so the bridge answers
     WRITE_RESP SLVERR (length 4, the request's tag, src and inc) and writes nothing; atomics
     queued behind it, and a write in flight before it, then complete as usual."""
-    tb, ram, rng = await _bench(dut, "atomic_read_error")
+    tb, ram, rng = await bridge_bench(dut, "atomic_read_error")
     word, bad_word = 0x0404, FAULT_PAGE + 4 * rng.randrange(1024)
     start_value = rng.getrandbits(32)
     ram.write(word, start_value.to_bytes(4, "little"))
@@ -113,7 +72,7 @@ async def malformed_packets(dut):
     """Packets the bridge refuses or drops, each followed by a good access on the same input:
     the good one is served (framing kept), memory is touched only where a good WRITE says, and
     ``dropped``/``rejected`` count exactly the dropped and refused packets."""
-    tb, ram, rng = await _bench(dut, "malformed_packets")
+    tb, ram, rng = await bridge_bench(dut, "malformed_packets")
     image = bytes(rng.getrandbits(8) for _ in range(0x2000))
     ram.write(0, image)
     model = bytearray(image)

@@ -32,8 +32,8 @@ from scin.hdl.endpoint.read_train import train_piece_bytes
 from scin.sim.runner import run_cocotb, verilog_for
 from scin.sim.testbench.env import cocotb_module, read_int
 from scin.sim.testbench.traffic import train_pieces
-from scin.tb.test_bridge_edges import FAULT_PAGE, _bench, fail_page
-from scin.tb.test_endpoint import FB, MEM_SIZE, PARAMS, PORT, packet, split
+from scin.tb.endpoint_setup import (FAULT_PAGE, FB, MEM_SIZE, PARAMS, PORT, bridge_bench,
+                                    fail_page, packet, split)
 
 
 PIECE = train_piece_bytes(PARAMS)
@@ -98,7 +98,7 @@ async def check_train(tb, ram, tag, addr, flits, *, src=1, inc=1, bad=None):
 
 @cocotb.test()
 async def read_trains(dut):
-    tb, ram, rng = await _bench(dut, "read_trains")
+    tb, ram, rng = await bridge_bench(dut, "read_trains")
     _fail_writes_of_fault_page(ram)
     ar = ArMonitor(dut)
     ram.write(0, bytes(rng.getrandbits(8) for _ in range(0x8000)))
@@ -137,7 +137,7 @@ async def read_trains(dut):
 
 @cocotb.test()
 async def read_train_axi_error(dut):
-    tb, ram, rng = await _bench(dut, "read_train_axi_error")
+    tb, ram, rng = await bridge_bench(dut, "read_train_axi_error")
     ar = ArMonitor(dut)
     ram.write(0x7000, bytes(rng.getrandbits(8) for _ in range(0x3000)))
     addr, flits = FAULT_PAGE - 0x200, (0x200 + 4096 + 0x300) // FB
@@ -154,7 +154,7 @@ async def read_train_axi_error(dut):
 
 @cocotb.test()
 async def bad_read_trains(dut):
-    tb, ram, rng = await _bench(dut, "bad_read_trains")
+    tb, ram, rng = await bridge_bench(dut, "bad_read_trains")
     ar = ArMonitor(dut)
     ram.write(0, bytes(rng.getrandbits(8) for _ in range(0x4000)))
     bad = [(0x1000, 0), (0x1004, 4), (0x1010, 1), (TOP - 2 * FB, 3), (TOP - FB, 4096)]
@@ -182,7 +182,7 @@ async def bad_read_trains(dut):
 
 @cocotb.test()
 async def posted_writes(dut):
-    tb, ram, rng = await _bench(dut, "posted_writes")
+    tb, ram, rng = await bridge_bench(dut, "posted_writes")
     _fail_writes_of_fault_page(ram)
     model = bytearray(ram.read(0, 0xC000))
 
@@ -253,8 +253,7 @@ async def read_train_throughput(dut):
     (a header per piece, as a stream of 4 KB READs)."""
     from cocotbext.axi import AxiBus, AxiRam
     from scin.sim.testbench.env import start, tb_config
-    from scin.tb.test_endpoint import BridgeTb, Cycles, Monitor, idle_inputs
-    from scin.tb.test_bridge_edges import NAMES
+    from scin.tb.endpoint_setup import NAMES, BridgeTb, Cycles, Monitor, idle_inputs
     ram = AxiRam(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=MEM_SIZE)
     idle_inputs(dut)
     await start(dut)

@@ -34,8 +34,8 @@ from scin.sim.ring_allreduce import (RingAllReduce, add16, program, ring_golden,
 from scin.sim.runner import run_cocotb, verilog_for
 from scin.sim.testbench.env import cocotb_module
 from scin.tb.simulators import sim_params
-from scin.tb.test_nvls_kernel import (FB, KBIT, LATENCY, MC, MEM_SIZE, PARAMS, PORT, SW, nflits,
-                                      packet, setup)
+from scin.tb.nvls_setup import (FB, KBIT, LATENCY, MC, MEM_SIZE, PARAMS, PORT, SW, nflits,
+                                packet, setup)
 
 
 # --- the op on the Endpoint ------------------------------------------------------------------
