@@ -52,7 +52,8 @@ from .toolchain import REPO_ROOT, file_lock
 
 __all__ = ["ENV_VAR", "DATA_PLUSARG", "MERGED", "COVERAGE_FLAGS", "WAIVERS_PATH", "enabled",
            "source_fingerprint", "annotated_conversion", "data_plusarg", "fold", "parse_dat",
-           "verilog_map", "collect", "load_waivers", "Coverage", "render_report"]
+           "verilog_map", "collect", "load_waivers", "Coverage", "render_report",
+           "annotate_process"]
 
 #: The environment variable that turns coverage builds on (``1``) or off (unset, empty, ``0``).
 ENV_VAR = "SCIN_COVERAGE"
@@ -123,14 +124,14 @@ def _recording(original):
 def _emit_assignment_list(self, cell_idx, cell):
     """Amaranth's own ``ModuleEmitter.emit_assignment_list``, run unchanged and watched: the
     containers its assignments go into are recorded (:func:`_recording`), then
-    :func:`_annotate_process` puts the locations of every case on the process it made."""
+    :func:`annotate_process` puts the locations of every case on the process it made."""
     targets = []
     _TARGETS.append(targets)
     try:
         _ORIGINAL["emit_assignment_list"](self, cell_idx, cell)
     finally:
         _TARGETS.pop()
-    _annotate_process(self.netlist, cell, targets)
+    annotate_process(self.netlist, cell, targets)
 
 
 class _EmitterChanged(RuntimeError):
@@ -140,7 +141,7 @@ class _EmitterChanged(RuntimeError):
                          f"wrong")
 
 
-def _annotate_process(netlist, cell, targets):
+def annotate_process(netlist, cell, targets):
     """Set ``scin_cases`` on every switch and ``scin_locs`` on every case of the process just
     emitted for the assignment list ``cell``.
 
@@ -163,7 +164,7 @@ def _annotate_process(netlist, cell, targets):
 
 
 def _annotate_switch(netlist, switch, direct):
-    """Annotate ``switch`` and the switches nested in its cases (see :func:`_annotate_process`;
+    """Annotate ``switch`` and the switches nested in its cases (see :func:`annotate_process`;
     ``direct`` maps a case's ``id`` to the assignments made directly into it). Returns the
     index of the switch's ``PriorityMatch`` cell."""
     from amaranth.back import rtlil
@@ -224,10 +225,10 @@ def annotated_conversion():
     """Within this block Amaranth's RTLIL back end writes the ``scin_cases``/``scin_case``
     attributes (module docstring). Amaranth's emitter runs as it is; around it, the project's
     code records where each assignment goes and reads each case's location from the netlist
-    (:func:`_annotate_process`), and the attributes are written just before the ``switch`` and
+    (:func:`annotate_process`), and the attributes are written just before the ``switch`` and
     ``case`` lines that Amaranth writes. Written against Amaranth 0.5's back end (its builder
     classes and netlist cells); raises ``RuntimeError`` on another version, or when the emitted
-    processes do not have the shape :func:`_annotate_process` checks, rather than mapping
+    processes do not have the shape :func:`annotate_process` checks, rather than mapping
     coverage wrongly."""
     import amaranth
     from amaranth.back import rtlil

@@ -166,7 +166,7 @@ def test_an_emitter_of_another_shape_is_refused():
     all seen going into the process is an error, not a wrong mapping."""
     from types import SimpleNamespace
     with pytest.raises(RuntimeError, match="no longer emits processes"):
-        hdl_coverage._annotate_process(None, SimpleNamespace(assignments=[object()]), [object()])
+        hdl_coverage.annotate_process(None, SimpleNamespace(assignments=[object()]), [object()])
 
 
 def test_collect_merges_runs_by_python_line(annotated, tmp_path):
