@@ -82,7 +82,8 @@ def check_arguments(args):
     if args.scheduler and args.cluster:
         raise ValueError("--scheduler and --cluster exclude each other: use one")
     if args.scheduler and not args.scheduler.startswith(("tcp://", "tls://", "ucx://", "inproc://")):
-        raise ValueError(f"--scheduler must be an address like tcp://HOST:PORT, not {args.scheduler!r}")
+        raise ValueError("--scheduler must be an address like tcp://HOST:PORT, "
+                         f"not {args.scheduler!r}")
     if args.cluster_option and not args.cluster:
         raise ValueError("--cluster-option needs --cluster")
     _cluster_options(args.cluster_option)
@@ -150,7 +151,8 @@ def _client(args):
         return Client(args.scheduler), None
     if args.cluster:
         import dask_jobqueue
-        cluster = getattr(dask_jobqueue, CLUSTERS[args.cluster])(**_cluster_options(args.cluster_option))
+        cluster_class = getattr(dask_jobqueue, CLUSTERS[args.cluster])
+        cluster = cluster_class(**_cluster_options(args.cluster_option))
         cluster.scale(jobs=args.jobs)
         return Client(cluster), cluster
     cluster = LocalCluster(n_workers=args.jobs, threads_per_worker=1, processes=True,

@@ -31,12 +31,14 @@ def select_blocks(names=None, synthesizable=False):
         return {n: b for n, b in BLOCKS.items() if not (synthesizable and n in SIMULATION_ONLY)}
     unknown = [n for n in names if n not in BLOCKS]
     if unknown:
-        raise ValueError(f"unknown block(s) {', '.join(unknown)}; known: {', '.join(sorted(BLOCKS))}")
+        raise ValueError(f"unknown block(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(sorted(BLOCKS))}")
     return {n: BLOCKS[n] for n in names}
 
 
 def port_list(component):
-    """``[{name, direction, width}]`` for every port of a component's signature, plus clock/reset."""
+    """``[{name, direction, width}]`` for every port of a component's signature, plus
+    clock/reset."""
     ports = [{"name": "clk", "direction": "input", "width": 1},
              {"name": "rst", "direction": "input", "width": 1}]
     from amaranth.hdl._ir import PortDirection
@@ -75,7 +77,7 @@ def export_verilog(out_dir, params, names=None, log=print):
     return written
 
 
-# -- `scin verilog` ---------------------------------------------------------------------------------
+# -- `scin verilog` -------------------------------------------------------------------------------
 
 def fabric_arguments(parser):
     """The fabric options shared by ``scin verilog``, ``synth`` and ``lint``."""
@@ -83,7 +85,8 @@ def fabric_arguments(parser):
     group.add_argument("--ports", type=int, default=PORTS, metavar="N",
                        help="switch ports / endpoints (default: %(default)s)")
     group.add_argument("--flit-width", type=int, default=FLIT_WIDTH, metavar="BITS",
-                       choices=(64, 128, 256, 512), help="flit width in bits (default: %(default)s)")
+                       choices=(64, 128, 256, 512),
+                       help="flit width in bits (default: %(default)s)")
 
 
 def fabric_params(args):

@@ -24,13 +24,13 @@ LINT_WAIVERS = [
                           "only reads some of its fields (e.g. a header's address in a router)."),
     ("-Wno-DECLFILENAME", "All modules of one elaboration share one file, named after the top."),
     ("-Wno-UNUSEDPARAM", "Yosys leaves unused localparams in generated memories."),
-    ("-Wno-PROCASSINIT", "Amaranth declares each register with its reset value as the declaration's "
-                         "initialiser (`reg x = 8'h00;`) and assigns it in an always block: the "
-                         "initialiser is the power-on value, on purpose."),
-    ("-Wno-CASEINCOMPLETE", "Amaranth's `casez` for m.Switch/m.FSM has no default arm: every signal "
-                            "it assigns already has a default assignment above the case, so an "
-                            "unmatched value keeps that default (no latch; Verilator's LATCH check "
-                            "stays on)."),
+    ("-Wno-PROCASSINIT", "Amaranth declares each register with its reset value as the "
+                         "declaration's initialiser (`reg x = 8'h00;`) and assigns it in an always "
+                         "block: the initialiser is the power-on value, on purpose."),
+    ("-Wno-CASEINCOMPLETE", "Amaranth's `casez` for m.Switch/m.FSM has no default arm: every "
+                            "signal it assigns already has a default assignment above the case, "
+                            "so an unmatched value keeps that default (no latch; Verilator's "
+                            "LATCH check stays on)."),
 ]
 
 
@@ -88,7 +88,7 @@ def lint_blocks(params, names=None, log=print):
     return all_ok
 
 
-# -- `scin lint` ------------------------------------------------------------------------------------
+# -- `scin lint` ----------------------------------------------------------------------------------
 
 def add_arguments(p):
     """The options of ``scin lint``."""

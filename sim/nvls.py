@@ -127,7 +127,8 @@ def _check(members, order):
     rows = [_bits(m) for m in members] if isinstance(members, (list, tuple)) else None
     arr = np.stack(rows) if rows is not None and rows else _bits(members)
     if arr.ndim != 2:
-        raise ValueError(f"members must be N equal-length arrays, shape (N, n); got shape {arr.shape}")
+        raise ValueError("members must be N equal-length arrays, shape (N, n); "
+                         f"got shape {arr.shape}")
     n_members = arr.shape[0]
     order = [int(k) for k in order]
     if not 1 <= len(order) <= min(n_members, MAX_MEMBERS):

@@ -1,12 +1,12 @@
 """NCCL's NVLS All-Reduce as the accelerators run it on the RTL fabric, and its check.
 
-The program of every rank (NCCL's NVLS kernel, docs/NVLS.md): a barrier (``multimem.red`` of 1 on
-a multicast flag word, then polling the local copy until it reaches N), then its shard of the
-message, ``1/N`` of it in whole flits, as ``ld_reduce`` + ``st`` packets of at most ``packet``
-bytes (default the hardware's ``entry_bytes``; none across a 4 KiB boundary) with ``window`` ``ld_reduce``s in flight (one
-LDRED_ST command per run of same-sized packets), then a second barrier (to 2N). The buffer is
-reduced in place: each packet's ``st`` writes the reduction over the bytes it was read from, in
-every member. The helpers (shards, packets, barriers, latency) serve the ReduceScatter and
+The program of every rank (NCCL's NVLS kernel, docs/NVLS.md): a barrier (``multimem.red`` of 1 on a
+multicast flag word, then polling the local copy until it reaches N), then its shard of the message,
+``1/N`` of it in whole flits, as ``ld_reduce`` + ``st`` packets of at most ``packet`` bytes (default
+the hardware's ``entry_bytes``; none across a 4 KiB boundary) with ``window`` ``ld_reduce``s in
+flight (one LDRED_ST command per run of same-sized packets), then a second barrier (to 2N). The
+buffer is reduced in place: each packet's ``st`` writes the reduction over the bytes it was read
+from, in every member. The helpers (shards, packets, barriers, latency) serve the ReduceScatter and
 AllGather programs too (:mod:`scin.sim.nvls_collectives`).
 
 Latency follows docs/PERFORMANCE.md's rule for SCIN: from the cycle the last rank's first packet

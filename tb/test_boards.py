@@ -1,5 +1,5 @@
-"""Boards: Vivado build trees for the XCVU13P switch and endpoint, the black-box IP ports, board-name
-errors, and the open-toolchain ECP5 build (utilisation and post-route Fmax)."""
+"""Boards: Vivado build trees for the XCVU13P switch and endpoint, the black-box IP ports,
+board-name errors, and the open-toolchain ECP5 build (utilisation and post-route Fmax)."""
 
 import re
 import subprocess
@@ -33,7 +33,8 @@ def test_vivado_tree(board, top, boxes, tmp_path):
     assert f"synth_design -top {top}" in tcl
     assert "read_xdc " + top + ".xdc" in tcl
     # The 250 MHz fabric clock, on the board oscillator's pin.
-    assert re.search(r'create_clock -name clk250_0__p -period 4\.000 \[get_ports "clk250_0__p"\]', xdc)
+    assert re.search(r'create_clock -name clk250_0__p -period 4\.000 '
+                     r'\[get_ports "clk250_0__p"\]', xdc)
     assert re.search(rf"^module {top}\(", verilog, re.M)
     assert (tmp_path / f"build_{top}.sh").exists()
     # Every vendor IP is an instance of its documented module, with its port list written out.
@@ -73,7 +74,8 @@ def test_endpoint_board_port_option(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--board", "vcu118"], "unknown board 'vcu118'; valid boards: vu13p-switch, vu13p-endpoint, ulx3s-85f"),
+    (["--board", "vcu118"],
+     "unknown board 'vcu118'; valid boards: vu13p-switch, vu13p-endpoint, ulx3s-85f"),
     ([], "--board is required; valid boards: vu13p-switch, vu13p-endpoint, ulx3s-85f"),
     (["--board", "vu13p-switch", "--clock-mhz", "100"], "--clock-mhz is for open-toolchain boards"),
     (["--board", "ulx3s-85f", "--port", "1"], "--port is for the endpoint board"),
@@ -102,7 +104,8 @@ def test_blackbox_checks_connections():
     box = blackbox.switch_ctrl(8, 32, 4)
     ports = {p.name: Signal(p.width) for p in box.ports}
     box.instance(**ports)
-    with pytest.raises(ValueError, match=r"scin_switch_ctrl\.load_payload is 8 bit\(s\) wide, connected to 9"):
+    with pytest.raises(ValueError,
+                       match=r"scin_switch_ctrl\.load_payload is 8 bit\(s\) wide, connected to 9"):
         box.instance(**{**ports, "load_payload": Signal(9)})
     with pytest.raises(ValueError, match=r"unconnected port\(s\) \['status'\]"):
         box.instance(**{k: v for k, v in ports.items() if k != "status"})

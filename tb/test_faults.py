@@ -4,11 +4,11 @@ responses. Every outcome named here is a row of docs/RELIABILITY.md.
 ISA-level tests drive the ISA alone against the Python endpoint models of
 ``sim/testbench/endpoint_model.py`` (random latency, out-of-order responses, idle cycles and
 backpressure on every stream), which inject the faults per request. They share the ISA build of
-``tb/test_isa.py`` (``tb/isa_setup.py``: a watchdog of ``TEST_TIMEOUT`` cycles). Each test runs a program of descriptors, one step per descriptor, each on
-its own sync resource and flag word; a step ends when the ISA's ``collectives`` counter says the
-descriptor is complete (flags written and acknowledged, rewrites included), and its flags and
-results are then checked: bit for bit against ``scin.sim.numerics`` for every good step. Counters
-are checked exactly at the end.
+``tb/test_isa.py`` (``tb/isa_setup.py``: a watchdog of ``TEST_TIMEOUT`` cycles). Each test runs a
+program of descriptors, one step per descriptor, each on its own sync resource and flag word; a step
+ends when the ISA's ``collectives`` counter says the descriptor is complete (flags written and
+acknowledged, rewrites included), and its flags and results are then checked: bit for bit against
+``scin.sim.numerics`` for every good step. Counters are checked exactly at the end.
 
 The system-level test runs the whole switch + ISA + endpoints, where one endpoint's memory is half
 the size of the others': a symmetric buffer that fits the others runs off its end, and its
@@ -102,7 +102,8 @@ async def run_steps(dut, steps):
             await ClockCycles(dut.clk, 4)
         else:
             raise AssertionError(f"step {k} ({st['want']}) did not complete in {budget} cycles: "
-                                 f"flags {[hex(ep.flag(flag_addr(k))) for ep in eps]}; {counters(dut)}")
+                                 f"flags {[hex(ep.flag(flag_addr(k))) for ep in eps]}; "
+                                 f"{counters(dut)}")
         flags = [ep.flag(flag_addr(k)) for ep in eps]
         generation = k // params.sync_resources + 1
         assert all(ep.flag_fields(flag_addr(k))["generation"] == generation for ep in eps), \
@@ -139,7 +140,8 @@ async def run_steps(dut, steps):
         assert is_last(params.fabric, sink.items[-1]), \
             f"port {ep.port}: {cls.name} stream ends inside a packet"
     for ep in eps:
-        assert not ep.read_rules and not ep.write_rules, f"port {ep.port}: a fault was never injected"
+        assert not ep.read_rules and not ep.write_rules, \
+            f"port {ep.port}: a fault was never injected"
     return eps
 
 
@@ -155,7 +157,8 @@ async def axi_error_flags(dut):
     is bit-exact. Both flag modes."""
     steps = [
         dict(want="error", dtype="fp16", elements=4096, flag_mode="ACKED",
-             faults=lambda eps: eps[2].on_read(at(SRC + SLOT), status=Status.SLVERR, payload=False)),
+             faults=lambda eps: eps[2].on_read(at(SRC + SLOT), status=Status.SLVERR,
+                                               payload=False)),
         dict(want="ok", dtype="fp16", elements=4096, flag_mode="ACKED"),
         dict(want="error", dtype="fp16", elements=4096, flag_mode="ACKED",
              faults=lambda eps: eps[1].on_write(at(DST), status=Status.DECERR)),
@@ -427,7 +430,8 @@ async def system_decerr_flags(dut):
             await ClockCycles(dut.clk, 16)
         else:
             raise AssertionError(f"step {k} did not complete; counters {counters(dut)}")
-        flags = [int.from_bytes(await doors[i].read(S_FLAG + 64 * k, 4), "little") for i in range(n)]
+        flags = [int.from_bytes(await doors[i].read(S_FLAG + 64 * k, 4), "little")
+                 for i in range(n)]
         fields = [unpack(flag_layout(), fl) for fl in flags]
         assert all(f["generation"] == 1 for f in fields), f"step {k}: flags {list(map(hex, flags))}"
         status = [f["status"] for f in fields]

@@ -51,7 +51,8 @@ def _basic(sim):
         1: [dict(read, addr=MC + 0x10000 + 2048, length=1024, tag=3)],
         2: [dict(op=AccOp.WRITE_REMOTE, dst=SW, addr=MC + 8192, length=1024, seed=0x77, tag=4)],
         # Outside every group, and a length that is not whole flits: refused, DECERR.
-        3: [dict(read, addr=MC + 0x100000, length=1024, tag=5), dict(read, addr=MC, length=100, tag=6)],
+        3: [dict(read, addr=MC + 0x100000, length=1024, tag=5),
+            dict(read, addr=MC, length=100, tag=6)],
     }
     loads = {i: [(0, mem[i].tobytes())] for i in range(4)}
     out = run_program(HW, groups, commands, {0: 2, 1: 1, 2: 1, 3: 2}, loads=loads,

@@ -188,5 +188,6 @@ def test_bad_program_is_refused(op, size, packet, ranks, message):
 
 def test_bad_inputs_are_refused():
     cfg = NvlsCollective("reduce-scatter", 1024)
-    with pytest.raises(ValueError, match=r"inputs must be uint16 bit patterns of shape \(4, 2048\)"):
+    with pytest.raises(ValueError,
+                       match=r"inputs must be uint16 bit patterns of shape \(4, 2048\)"):
         run_nvls_collective(cfg, HW, inputs=np.zeros((4, 512), np.uint16), **QUIET)

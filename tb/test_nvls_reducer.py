@@ -119,7 +119,8 @@ class Flit:
     """One input flit (every member's lanes, order, count, dtype, user) and its expected output."""
 
     def __init__(self, cfg, values, order, count, dtype, user):
-        self.values, self.order, self.count, self.dtype, self.user = values, order, count, dtype, user
+        self.values, self.order, self.count = values, order, count
+        self.dtype, self.user = dtype, user
         self.expected = nvls.nvls_reduce(values, order[:count], dtype)
         layout = input_layout(cfg["w"], cfg["n"], cfg["u"])
         self.payload = pack(layout, data=[_int(v) for v in values], order=order, count=count,
@@ -163,7 +164,8 @@ def _lane(g, dtype, n):
         return (0x7B00 if fp16 else 0x7F00) | g.integers(0, 0x100 if fp16 else 0x80, n) \
             | (g.integers(0, 2, n) << 15)
     x = g.integers(0, 1 << 16, n)   # wild, with NaN and Inf of both signs
-    specials = np.array([0x7C00, 0xFC00, 0x7E00, 0x7C01] if fp16 else [0x7F80, 0xFF80, 0x7FC0, 0xFF81])
+    specials = np.array([0x7C00, 0xFC00, 0x7E00, 0x7C01] if fp16
+                        else [0x7F80, 0xFF80, 0x7FC0, 0xFF81])
     return np.where(g.random(n) < 0.3, g.choice(specials, n), x)
 
 
@@ -195,7 +197,8 @@ def directed_flits(cfg):
         [0x7E00, 0x3C00], [0x7C01, 0x3C00], [0x7C00, 0xFBFF], [0xFC00, 0x7BFF],
         [0x7C00, 0xFC00], [0xFE01, 0x0000], f16(2048.0, 1.0, -2048.0, 2.0 ** -24),
     ], "bf16": [
-        [0x8000, 0x8000], [0x7F7F, 0x7F7F, 0xFF7F], [0x7F7F, 0xFF7F, 0x7F7F], [0xFF7F, 0xFF7F, 0x7F80],
+        [0x8000, 0x8000], [0x7F7F, 0x7F7F, 0xFF7F], [0x7F7F, 0xFF7F, 0x7F7F],
+        [0xFF7F, 0xFF7F, 0x7F80],
         [0x3F80, 0x3B80], [0x3F81, 0x3B80], [0x3F80, 0x2B80], [0x0001, 0x0001], [0x0001, 0x8001],
         [0x0080, 0x8001], [0x7FC0, 0x3F80], [0x7F80, 0xFF7F], [0x7F80, 0xFF80],
         [0x4B80, 0x3F80, 0xCB80], [0x0001, 0x7F00, 0xFF00],
@@ -326,7 +329,8 @@ PAIRS = {"verilator": 20000, "icarus": 4000}
 
 
 def _sim_param(sim, *values, id):
-    return pytest.param(sim, *values, id=f"{sim}-{id}", marks=needs_icarus if sim == "icarus" else ())
+    return pytest.param(sim, *values, id=f"{sim}-{id}",
+                        marks=needs_icarus if sim == "icarus" else ())
 
 
 @pytest.mark.parametrize("sim", [_sim_param(s, id="fp32") for s in ("verilator", "icarus")])

@@ -214,7 +214,8 @@ def test_vivado_attributes_read_back(ip_dir, parsed, top):
         logical = {}
         for p in iface["ports"]:
             assert attrs[p["name"]]["X_INTERFACE_INFO"] == f"{kind} {name} {p['logical']}"
-            assert width[p["name"]] == p["width"] and ports[p["name"]]["direction"] == p["direction"]
+            assert width[p["name"]] == p["width"]
+            assert ports[p["name"]]["direction"] == p["direction"]
             logical[p["logical"]] = p["name"]
         if kind == BUS_TYPES["aximm"]:
             assert name in ("m_axi", "s_axi") or name.startswith(("m_axi_", "s_axi_"))

@@ -66,7 +66,8 @@ def test_payload_flits():
     (dict(flit_width=96), r"flit_width must be 64, 128, 256 or 512, not 96"),
     (dict(ports=1), r"ports must be an integer between 2 and 16, not 1"),
     (dict(ports=17), r"ports must be an integer between 2 and 16, not 17"),
-    (dict(max_payload=100), r"max_payload must be a multiple of the flit size \(32 bytes\), not 100"),
+    (dict(max_payload=100),
+     r"max_payload must be a multiple of the flit size \(32 bytes\), not 100"),
     (dict(flit_width=64), r"the header needs 95 bits and does not fit in a 64-bit flit"),
     (dict(addr_width=8), r"addr_width must be an integer between 16 and 64, not 8"),
 ])

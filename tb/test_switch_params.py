@@ -47,8 +47,9 @@ def test_bad_arbiter_and_params():
     with pytest.raises(TypeError, match=r"^params must be a FabricParams, not 4$"):
         Switch(4)
     for bad in (7, "REQ", True):
-        with pytest.raises(ValueError, match=r"^msg_class must be a MsgClass or its value: REQ \(0\), "
-                                             rf"WRITE \(1\), RDATA \(2\), WRESP \(3\); not {bad!r}$"):
+        with pytest.raises(ValueError, match=r"^msg_class must be a MsgClass or its value: "
+                                             r"REQ \(0\), WRITE \(1\), RDATA \(2\), "
+                                             rf"WRESP \(3\); not {bad!r}$"):
             PacketFilter(P, bad)
 
 

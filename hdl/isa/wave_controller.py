@@ -422,7 +422,6 @@ class WaveController(wiring.Component):
         """WAIT: hold the descriptor until its barrier is complete and it is its group's turn,
         or pass it by (another group's descriptor may be ready), or fail it at once."""
         p = self._params
-        f = p.fabric
         prog, q, c = self.program, self.barrier, self.counters
         m.d.comb += prog.load_enable.eq(1)
         with m.If(prog.restart):

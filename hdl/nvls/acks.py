@@ -1,6 +1,6 @@
 """AckTable: gathers the members' WRITE_RESPs of each st and red, and answers the requester once."""
 
-from amaranth.hdl import Module, Signal, Mux, Cat
+from amaranth.hdl import Module, Signal, Mux
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 

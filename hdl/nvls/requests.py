@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal, Mux
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..packet import Opcode, MsgClass
+from ..packet import Opcode
 from ..params import check_type
 from ..transport.round_robin import round_robin
 from ..transport.signature import packet_signature

@@ -3,7 +3,7 @@
 from amaranth.hdl import Module, Signal, Mux, Cat
 from amaranth.lib import stream, wiring, data
 from amaranth.lib.fifo import SyncFIFOBuffered
-from amaranth.lib.wiring import In, Out, flipped, connect
+from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from ..packet import MsgClass, Opcode, Status

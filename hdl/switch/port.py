@@ -1,6 +1,6 @@
 """SwitchPort: one port of the switch (transport, INC demux, ISA queues, ISA/core arbitration)."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect, flipped

@@ -29,12 +29,12 @@ def round_robin(m, requests, last):
     if n == 1:
         return grant, any_
     with m.Switch(last):
-        for l in range(n):
-            with m.Case(l):
+        for prev in range(n):
+            with m.Case(prev):
                 # Lowest priority first: the last matching assignment wins, and the input right
                 # after ``last`` has the highest priority.
                 for off in reversed(range(1, n + 1)):
-                    k = (l + off) % n
+                    k = (prev + off) % n
                     with m.If(requests[k]):
                         m.d.comb += grant.eq(k)
     return grant, any_
