@@ -77,7 +77,8 @@ def _isa(params):
 def _scin_switch(params):
     from .isa import IsaParams
     from .scin_switch import ScinSwitch
-    return ScinSwitch(IsaParams(fabric=params), credits=DEFAULT_CREDITS, isa_depth=DEFAULT_ISA_DEPTH)
+    return ScinSwitch(IsaParams(fabric=params), credits=DEFAULT_CREDITS,
+                      isa_depth=DEFAULT_ISA_DEPTH)
 
 
 def _nvls_engine(params):

@@ -2,12 +2,12 @@
 
 Every block of the fabric (links, switch port, switch core, ISA, endpoints) imports its layouts from
 here, and so do the testbenches, so a field is never sliced out of raw bits in two places.
-``docs/PROTOCOL.md`` carries the bit-level table; ``tb/test_packet.py`` checks that table against the
-layouts built here.
+``docs/PROTOCOL.md`` carries the bit-level table; ``tb/test_packet.py`` checks that table against
+the layouts built here.
 
-A *packet* is one header flit followed by ``payload_flits(length)`` payload flits. The header sits in
-the low bits of its flit; the rest of the header flit is zero. Payload byte ``k`` of a packet is byte
-``k % flit_bytes`` (little-endian: byte 0 in bits 0-7) of payload flit ``k // flit_bytes``; the
+A *packet* is one header flit followed by ``payload_flits(length)`` payload flits. The header sits
+in the low bits of its flit; the rest of the header flit is zero. Payload byte ``k`` of a packet is
+byte ``k % flit_bytes`` (little-endian: byte 0 in bits 0-7) of payload flit ``k // flit_bytes``; the
 unused bytes of a short last flit are zero. On every stream a flit travels with a ``last`` bit that
 marks the final flit of its packet, so framing never depends on a header being well formed.
 """
@@ -26,8 +26,8 @@ __all__ = ["MsgClass", "Opcode", "Status", "FabricParams", "OPCODE_CLASS", "NUM_
 
 class MsgClass(enum.Enum, shape=2):
     """Message class. Each class has its own queue and its own credits on every link, so a stalled
-    class (say, requests waiting for a busy memory) can never block another (the responses that would
-    unblock it). This is the usual protocol-deadlock rule of UALink/AXI-like transports."""
+    class (say, requests waiting for a busy memory) can never block another (the responses that
+    would unblock it). This is the usual protocol-deadlock rule of UALink/AXI-like transports."""
     REQ   = 0  #: requests without payload: reads, atomics
     WRITE = 1  #: write requests with their data
     RDATA = 2  #: read responses with their data
@@ -118,11 +118,12 @@ class FabricParams:
         check_int("tag_width", self.tag_width, 1, 32)
         check_int("max_payload", self.max_payload, self.flit_bytes, 1 << 16)
         if self.max_payload % self.flit_bytes:
-            raise ValueError(f"max_payload must be a multiple of the flit size ({self.flit_bytes} bytes), "
-                             f"not {self.max_payload!r}")
+            raise ValueError(f"max_payload must be a multiple of the flit size "
+                             f"({self.flit_bytes} bytes), not {self.max_payload!r}")
         if self.header_layout.size > self.flit_width:
-            raise ValueError(f"the header needs {self.header_layout.size} bits and does not fit in a "
-                             f"{self.flit_width}-bit flit; reduce addr_width, tag_width or port_bits")
+            raise ValueError(f"the header needs {self.header_layout.size} bits and does not fit "
+                             f"in a {self.flit_width}-bit flit; reduce addr_width, tag_width or "
+                             f"port_bits")
 
     @classmethod
     def default_for(cls, flit_width=FLIT_WIDTH, ports=PORTS):
@@ -236,7 +237,7 @@ class FabricParams:
         return ceil_log2(self.ports) or 1
 
 
-# -- completion flag --------------------------------------------------------------------------------
+# -- completion flag ------------------------------------------------------------------------------
 # The word the ISA writes to every participant's memory at the end of a collective, and that the
 # accelerators poll: part of the protocol between switch and endpoints, like the header above.
 # ``docs/ISA.md`` (Completion flag) carries its table; ``tb/test_isa_descriptor.py`` checks it.

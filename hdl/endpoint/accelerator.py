@@ -42,8 +42,8 @@ __all__ = ["AccOp", "EventKind", "command_layout", "event_layout", "command_tag_
 
 class AccOp(enum.Enum, shape=3):
     """Accelerator command (fields per op: :func:`command_layout`)."""
-    ARRIVE       = 0  #: ATOMIC_ADD (inc=1) of ``length`` at ``addr``: set the arrival flag in the ISA
-    WRITE_REMOTE = 1  #: WRITE ``length`` pattern bytes (seeded by ``seed``) at ``addr`` of port ``dst``
+    ARRIVE       = 0  #: ATOMIC_ADD (inc=1) of ``length`` at ``addr``: set the ISA's arrival flag
+    WRITE_REMOTE = 1  #: WRITE ``length`` pattern bytes (seed ``seed``) at ``addr`` of port ``dst``
     READ_REMOTE  = 2  #: READ ``length`` bytes at ``addr`` of port ``dst``
     WAIT_FLAG    = 3  #: wait until the local flag word at ``addr`` reaches ``generation``
     #: multimem.red: ATOMIC_ADD (inc=0) of ``length`` at ``addr`` of port ``dst`` (normally
@@ -516,8 +516,9 @@ class Accelerator(wiring.Component):
         with m.Else():
             m.d.comb += wresp_in.ready.eq(~ev_wr_v)
             with m.If(wresp_in.valid & ~ev_wr_v):
-                m.d.sync += [ev_wr_v.eq(1), ev_wr.kind.eq(EventKind.WRITE_DONE), ev_wr.tag.eq(bh.tag),
-                             ev_wr.status.eq(bh.status), ev_wr.src.eq(bh.src), ev_wr.inc.eq(bh.inc),
+                m.d.sync += [ev_wr_v.eq(1), ev_wr.kind.eq(EventKind.WRITE_DONE),
+                             ev_wr.tag.eq(bh.tag), ev_wr.status.eq(bh.status),
+                             ev_wr.src.eq(bh.src), ev_wr.inc.eq(bh.inc),
                              ev_wr.length.eq(bh.length), ev_wr.value.eq(0), ev_wr.cycle.eq(cycle)]
         with m.If(wresp_in.valid & wresp_in.ready):
             m.d.sync += wr_skip.eq(~wresp_in.payload.last)
@@ -546,7 +547,8 @@ class Accelerator(wiring.Component):
                                  rd.length.eq(rh.length)]
                     with m.If(in_last):
                         m.d.sync += [ev_rd_v.eq(1), *[
-                            getattr(ev_rd, f).eq(getattr(rh, f)) for f in ("tag", "src", "inc", "length")],
+                            getattr(ev_rd, f).eq(getattr(rh, f))
+                            for f in ("tag", "src", "inc", "length")],
                             ev_rd.kind.eq(EventKind.READ_DONE), ev_rd.status.eq(rh.status),
                             ev_rd.value.eq(0), ev_rd.cycle.eq(cycle)]
                     with m.Else():

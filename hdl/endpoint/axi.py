@@ -1,10 +1,10 @@
 """AXI4 interface definitions: parameters, channel layouts, the bus signature, a flat-port adapter.
 
-Every AXI4 channel is an :mod:`amaranth.lib.stream` (``valid``/``ready``, transfer on both high) whose
-``payload`` is a :class:`data.StructLayout` with the standard AXI4 field names, so AXI blocks connect
-with :func:`wiring.connect` and obey the same stream contract as the packet fabric. Third-party AXI
-models (cocotbext-axi, vendor IP) want one port per field with the usual ``<prefix>_<channel><field>``
-names instead; :class:`FlatAxi` adapts between the two.
+Every AXI4 channel is an :mod:`amaranth.lib.stream` (``valid``/``ready``, transfer on both high)
+whose ``payload`` is a :class:`data.StructLayout` with the standard AXI4 field names, so AXI blocks
+connect with :func:`wiring.connect` and obey the same stream contract as the packet fabric.
+Third-party AXI models (cocotbext-axi, vendor IP) want one port per field with the usual
+``<prefix>_<channel><field>`` names instead; :class:`FlatAxi` adapts between the two.
 
 Only the subset this project uses is modelled: ``awlock``, ``awcache``, ``awprot``, ``awqos``,
 ``awregion`` and their ``ar`` twins are absent (their defaults are 0), and ``wuser``, ``buser`` and
@@ -21,7 +21,8 @@ from amaranth.utils import exact_log2
 from ..params import check_int, check_power_of_two, check_type
 
 
-__all__ = ["AxiParams", "Burst", "Resp", "axi_signature", "poll_signature", "FlatAxi", "FLAT_FIELDS"]
+__all__ = ["AxiParams", "Burst", "Resp", "axi_signature", "poll_signature", "FlatAxi",
+           "FLAT_FIELDS"]
 
 
 class Burst(enum.Enum, shape=2):

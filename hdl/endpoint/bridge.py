@@ -60,12 +60,12 @@ class AxiBridge(wiring.Component):
     refused access or an AXI error) is kept, sticky, and the next WRITE's WRITE_RESP reports the
     worst of its own status and the sticky one, then clears it; ``posted_errors`` counts them.
 
-    ``ATOMIC_ADD`` adds ``length`` to the 32-bit little-endian word at ``addr`` (4-byte aligned, else
-    ``SLVERR``) and is answered with ``WRITE_RESP`` (``length`` 4). It is atomic **only with respect
-    to traffic through this bridge**: it waits until every earlier write has its B response, holds
-    back new writes, reads the word (AR with ID ``outstanding``), writes the sum (one narrow-strobe
-    W beat), then lets writes go again. Reads keep flowing meanwhile. A failed read answers the
-    read's status and writes nothing.
+    ``ATOMIC_ADD`` adds ``length`` to the 32-bit little-endian word at ``addr`` (4-byte aligned,
+    else ``SLVERR``) and is answered with ``WRITE_RESP`` (``length`` 4). It is atomic **only with
+    respect to traffic through this bridge**: it waits until every earlier write has its B response,
+    holds back new writes, reads the word (AR with ID ``outstanding``), writes the sum (one
+    narrow-strobe W beat), then lets writes go again. Reads keep flowing meanwhile. A failed read
+    answers the read's status and writes nothing.
 
     AXI -> response
     ---------------
@@ -337,8 +337,9 @@ class AxiBridge(wiring.Component):
                     m.next = "IDLE"
             with m.State("ERR"):
                 with m.If(wctx.w_rdy):
-                    m.d.comb += [atom_push.eq(1), wctx_in.tag.eq(atom.tag), wctx_in.src.eq(atom.src),
-                                 wctx_in.inc.eq(atom.inc), wctx_in.length.eq(4),
+                    m.d.comb += [atom_push.eq(1), wctx_in.tag.eq(atom.tag),
+                                 wctx_in.src.eq(atom.src), wctx_in.inc.eq(atom.inc),
+                                 wctx_in.length.eq(4),
                                  wctx_in.local.eq(1), wctx_in.status.eq(atom_resp)]
                     m.next = "IDLE"
         atom_busy = ~atom_fsm.ongoing("IDLE")

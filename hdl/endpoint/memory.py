@@ -91,17 +91,17 @@ class AxiMemory(wiring.Component):
     --------
     * **Reads** are pipelined: up to ``outstanding`` accepted read bursts wait in a table while the
       burst being returned streams one R beat per cycle. With an idle memory the first R beat of a
-      burst is valid exactly ``latency`` cycles after its AR handshake (AR in cycle ``t``, R in cycle
-      ``t + latency``); later bursts follow without a gap. R beats of one burst are contiguous (no
-      read-data interleaving).
+      burst is valid exactly ``latency`` cycles after its AR handshake (AR in cycle ``t``, R in
+      cycle ``t + latency``); later bursts follow without a gap. R beats of one burst are
+      contiguous (no read-data interleaving).
     * **Order**: with ``reorder=False`` bursts return in AR order. With ``reorder=True`` each burst
       waits a further 0-31 cycles drawn from a seeded LFSR and the lowest-numbered ready burst goes
       first, so bursts with different IDs overtake one another; bursts with the *same* ID always
       return in AR order (AXI rule), enforced by a dependency mask taken at AR time.
-    * **Writes**: one W beat per cycle, concurrently with reads (separate block-RAM ports); ``wstrb``
-      is honoured; W beats wait for their AW (``wready`` low until it has arrived; a W beat may go in
-      the same cycle as its AW); B responses come back in AW order. AW is buffered so the next
-      burst's W beats follow the previous ``wlast`` without a gap.
+    * **Writes**: one W beat per cycle, concurrently with reads (separate block-RAM ports);
+      ``wstrb`` is honoured; W beats wait for their AW (``wready`` low until it has arrived; a W
+      beat may go in the same cycle as its AW); B responses come back in AW order. AW is buffered
+      so the next burst's W beats follow the previous ``wlast`` without a gap.
     * **Bursts** (AMBA AXI4 A3.4; the full table is in docs/ARCHITECTURE.md, "AxiMemory as an AXI4
       subordinate"): INCR of 1-256 beats, FIXED of 1-16 beats (every beat at the start address),
       WRAP of 2, 4, 8 or 16 beats from a start aligned to the beat size, each of any ``size`` up
@@ -166,14 +166,19 @@ class AxiMemory(wiring.Component):
             raise TypeError(f"params must be an AxiParams, not {params!r}")
         if (not isinstance(size, int) or size < 2 * params.data_bytes or size & (size - 1)
                 or size > 1 << params.addr_width):
-            raise ValueError(f"size must be a power of two of at least two {params.data_bytes}-byte "
-                             f"words and addressable in {params.addr_width} bits, not {size!r}")
-        if not isinstance(latency, int) or isinstance(latency, bool) or not MIN_LATENCY <= latency <= 4096:
-            raise ValueError(f"latency must be an integer between {MIN_LATENCY} and 4096, not {latency!r}")
+            raise ValueError(f"size must be a power of two of at least two "
+                             f"{params.data_bytes}-byte words and addressable in "
+                             f"{params.addr_width} bits, not {size!r}")
+        if (not isinstance(latency, int) or isinstance(latency, bool)
+                or not MIN_LATENCY <= latency <= 4096):
+            raise ValueError(f"latency must be an integer between {MIN_LATENCY} and 4096, "
+                             f"not {latency!r}")
         if not isinstance(reorder, bool):
             raise TypeError(f"reorder must be a bool, not {reorder!r}")
-        if not isinstance(outstanding, int) or isinstance(outstanding, bool) or not 1 <= outstanding <= 64:
-            raise ValueError(f"outstanding must be an integer between 1 and 64, not {outstanding!r}")
+        if (not isinstance(outstanding, int) or isinstance(outstanding, bool)
+                or not 1 <= outstanding <= 64):
+            raise ValueError(f"outstanding must be an integer between 1 and 64, "
+                             f"not {outstanding!r}")
         if not isinstance(seed, int) or not 0 < seed < 1 << 16:
             raise ValueError(f"seed must be a non-zero 16-bit integer, not {seed!r}")
         if storage not in ("memory", "sim"):
@@ -257,7 +262,8 @@ class AxiMemory(wiring.Component):
         bypassed = ~aw_fifo.r_rdy & w_fire & axi.w.payload.last
         m.d.comb += aw_fifo.w_en.eq(axi.aw.valid & ~bypassed)
         with m.If(self.load.valid):
-            m.d.comb += [wport.addr.eq(self.load.payload.addr), wport.data.eq(self.load.payload.data),
+            m.d.comb += [wport.addr.eq(self.load.payload.addr),
+                         wport.data.eq(self.load.payload.data),
                          wport.en.eq(-1), self.load.ready.eq(1)]
         with m.Elif(w_fire & (head.resp == Resp.OKAY)):
             m.d.comb += [wport.addr.eq(cur_addr[lsb:]), wport.data.eq(axi.w.payload.data),
@@ -267,8 +273,8 @@ class AxiMemory(wiring.Component):
                          w_first.eq(axi.w.payload.last)]
             with m.If(axi.w.payload.last):
                 b_in = Signal(p.b_layout)
-                m.d.comb += [aw_fifo.r_en.eq(aw_fifo.r_rdy), b_in.id.eq(head.id), b_in.resp.eq(head.resp),
-                             b_fifo.w_data.eq(b_in), b_fifo.w_en.eq(1)]
+                m.d.comb += [aw_fifo.r_en.eq(aw_fifo.r_rdy), b_in.id.eq(head.id),
+                             b_in.resp.eq(head.resp), b_fifo.w_data.eq(b_in), b_fifo.w_en.eq(1)]
         m.d.comb += [axi.b.valid.eq(b_fifo.r_rdy), axi.b.payload.eq(b_fifo.r_data),
                      b_fifo.r_en.eq(axi.b.ready)]
 
@@ -334,7 +340,8 @@ class AxiMemory(wiring.Component):
                 ar = axi.ar.payload
                 m.d.sync += [
                     valid[i].eq(1), s.id.eq(ar.id), s.addr.eq(ar.addr), s.len.eq(ar.len),
-                    s.size.eq(ar.size), s.burst.eq(ar.burst), s.resp.eq(burst_resp(m, p, self._size, ar)),
+                    s.size.eq(ar.size), s.burst.eq(ar.burst),
+                    s.resp.eq(burst_resp(m, p, self._size, ar)),
                     s.cnt.eq(self._latency - MIN_LATENCY + extra),
                     s.dep.eq(same & ~picked),
                 ]
@@ -344,7 +351,8 @@ class AxiMemory(wiring.Component):
             m.d.sync += [s1_valid.eq(act_valid), s1.id.eq(act.id), s1.resp.eq(act.resp),
                          s1.last.eq(act.len == 0)]
             with m.If(act_valid):
-                m.d.sync += [act.addr.eq(next_beat_addr(m, act.addr, act.size, act.burst, act.wrap)),
+                m.d.sync += [act.addr.eq(next_beat_addr(m, act.addr, act.size, act.burst,
+                                                        act.wrap)),
                              act.len.eq(act.len - 1)]
         with m.Else():
             m.d.comb += rport.en.eq(0)

@@ -20,11 +20,11 @@ class BarrierManager(wiring.Component):
 
     An accelerator arrives at sync resource ``s`` by sending ``ATOMIC_ADD`` with ``inc = 1`` and
     ``addr = s`` (``length``, the addend, is ignored: arrival is a set, not a sum). The manager sets
-    bit ``port`` of resource ``s``'s arrival bitmap and answers ``WRITE_RESP`` (``OK``) to that port.
-    A bitmap rather than a counter makes a duplicate arrival harmless (counted in ``dup_arrivals``)
-    instead of completing the barrier early. An arrival at a resource that does not exist is
-    answered ``DECERR`` and counted in ``bad_arrivals``; any other request (``READ``) is dropped and
-    counted in ``bad_requests``.
+    bit ``port`` of resource ``s``'s arrival bitmap and answers ``WRITE_RESP`` (``OK``) to that
+    port. A bitmap rather than a counter makes a duplicate arrival harmless (counted in
+    ``dup_arrivals``) instead of completing the barrier early. An arrival at a resource that does
+    not exist is answered ``DECERR`` and counted in ``bad_arrivals``; any other request (``READ``)
+    is dropped and counted in ``bad_requests``.
 
     The wave controller asks (``query``) whether resource ``query.sync`` has arrivals from every
     port of ``query.mask`` (``query.complete``, combinational) and, when it starts the collective,

@@ -469,7 +469,8 @@ def _data_reasons(desc, params, op):
         reasons.append(f"length {elements} exceeds the maximum {params.max_elements}")
     int8 = dtype == DType.INT8
     if int8 and elements % BLOCK_ELEMENTS:
-        reasons.append(f"INT8 length {elements} is not a whole number of {BLOCK_ELEMENTS}-element blocks")
+        reasons.append(f"INT8 length {elements} is not a whole number of "
+                       f"{BLOCK_ELEMENTS}-element blocks")
     nbytes = elements * (1 if int8 else 2)
     if op in SHARDED_OPS and dtype is not None and nbytes % f.flit_bytes:
         reasons.append(f"{op.name} shard of {elements} elements is not a whole number of "

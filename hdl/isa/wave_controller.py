@@ -1,4 +1,5 @@
-"""WaveController: fetches descriptors, waits for their barrier, runs them, writes completion flags."""
+"""WaveController: fetches descriptors, waits for their barrier, runs them, writes completion
+flags."""
 
 from types import SimpleNamespace
 
@@ -67,7 +68,8 @@ class DescriptorCheck(wiring.Component):
         d_mask = desc.participants[:f.ports]
         is_op = lambda ops: Cat(desc.op == op for op in ops).any()
         op_ok = is_op(IMPLEMENTED_OPS)
-        parts_ok = (d_mask != 0) & ((desc.participants >> f.ports) == 0 if f.ports < MAX_PORTS else 1)
+        parts_ok = (d_mask != 0) & ((desc.participants >> f.ports) == 0
+                                    if f.ports < MAX_PORTS else 1)
         sync_ok = desc.sync < p.sync_resources
         # The root rank's port: the participant with `root` participants below it.
         ranks_below = [sum(d_mask[:i]) if i else 0 for i in range(f.ports)]
@@ -192,13 +194,13 @@ class WaveController(wiring.Component):
     Watchdog (:class:`Watchdog`, ``params.timeout`` cycles; 0 disables it): in steps 3-5,
     ``reads.progress`` or ``writes.progress`` (a read or write response accepted), a slot reduced
     (``writes.slot_done``) or a flag taken restarts it. When it expires the collective is
-    **aborted**: ``run.flush`` is held while the read issuer stops, the write-back completes the packet it has
-    started (no packet is truncated) and frees its write tags, and the wave table disarms every
-    slot; with the output at a packet boundary, ``flush`` is held one more cycle, in which the
-    table manager frees every slot and the feeder, the job queues and the datapath are emptied.
-    The collective then writes ``TIMEOUT`` flags and waits for their acknowledgements as in step
-    5; if the watchdog expires again there, the descriptor ends without more flags. Responses of
-    the aborted collective that arrive later no longer match any tag and are dropped (their tags
+    **aborted**: ``run.flush`` is held while the read issuer stops, the write-back completes the
+    packet it has started (no packet is truncated) and frees its write tags, and the wave table
+    disarms every slot; with the output at a packet boundary, ``flush`` is held one more cycle, in
+    which the table manager frees every slot and the feeder, the job queues and the datapath are
+    emptied. The collective then writes ``TIMEOUT`` flags and waits for their acknowledgements as in
+    step 5; if the watchdog expires again there, the descriptor ends without more flags. Responses
+    of the aborted collective that arrive later no longer match any tag and are dropped (their tags
     carry issue numbers, see :class:`WaveTable` and :class:`WriteBack`).
 
     A bad descriptor still waits for its barrier when its sync resource and participant set allow
@@ -265,7 +267,8 @@ class WaveController(wiring.Component):
             root=Signal(f.ports),            # the root's port (one-hot)
             in_place=Signal(),
             flagged_error=Signal(),
-            failed_once=Signal(p.descriptors),  # descriptors with no possible barrier, failed since restart
+            # Descriptors with no possible barrier, failed since restart.
+            failed_once=Signal(p.descriptors),
             timed_out=Signal(),              # the watchdog has aborted this descriptor
             timed_out_again=Signal(),        # ... and has just expired a second time
             running=Signal(),

@@ -1,4 +1,5 @@
-"""WriteBack: multicasts results and completion flags to every participant; tracks write responses."""
+"""WriteBack: multicasts results and completion flags to every participant; tracks write
+responses."""
 
 from types import SimpleNamespace
 

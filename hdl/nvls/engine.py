@@ -94,7 +94,8 @@ class NvlsEngine(wiring.Component):
         fifos = {}
         for q in range(n):
             for c in MsgClass:
-                fifo = m.submodules[f"out{q}_{c.name.lower()}"] = SyncFIFOBuffered(width=width, depth=OUT_DEPTH)
+                fifo = m.submodules[f"out{q}_{c.name.lower()}"] = SyncFIFOBuffered(
+                    width=width, depth=OUT_DEPTH)
                 fifos[q, c] = fifo
                 tx = self.tx[q][c.value]
                 m.d.comb += [tx.valid.eq(fifo.r_rdy), tx.payload.eq(fifo.r_data),
@@ -125,7 +126,8 @@ class NvlsEngine(wiring.Component):
 
     def _count(self, m, req, buf, acks):
         c = self.counters
-        m.d.sync += [c.ld_reduces.eq(c.ld_reduces + req.ld_reduce), c.stores.eq(c.stores + req.store),
-                     c.reds.eq(c.reds + req.red), c.refused.eq(c.refused + req.refused),
+        m.d.sync += [c.ld_reduces.eq(c.ld_reduces + req.ld_reduce),
+                     c.stores.eq(c.stores + req.store), c.reds.eq(c.reds + req.red),
+                     c.refused.eq(c.refused + req.refused),
                      c.stale_rdata.eq(c.stale_rdata + sum(buf.stale)),
                      c.stale_wresp.eq(c.stale_wresp + sum(acks.stale))]

@@ -51,8 +51,9 @@ class NvlsParams:
     def __post_init__(self):
         f = check_type("fabric", self.fabric, FabricParams)
         if f.ports >= 1 << f.port_bits:
-            raise ValueError(f"NVLS mode needs fabric.ports below 2**port_bits = {1 << f.port_bits} "
-                             f"(port {f.switch_port} is the switch's own address), not {f.ports}")
+            raise ValueError(f"NVLS mode needs fabric.ports below 2**port_bits = "
+                             f"{1 << f.port_bits} (port {f.switch_port} is the switch's own "
+                             f"address), not {f.ports}")
         check_int("entries", self.entries, 1, 4096)
         check_power_of_two("entry_bytes", self.entry_bytes, f.flit_bytes, f.max_payload)
         check_int("groups", self.groups, 1, 64)

@@ -16,8 +16,8 @@ __all__ = ["NvlsReducer", "AccumulateStage", "input_layout", "output_layout", "c
            "widen_to_fp32", "round_from_fp32", "NEG_ZERO16"]
 
 #: The 16-bit pattern of -0.0 in FP16 and BF16 alike. A chain stage whose index is not below
-#: ``count`` adds this: ``x + (-0) = x`` for every ``x`` (``+0 + -0 = +0``, ``-0 + -0 = -0``), so the
-#: stage is the identity without a bypass multiplexer or a second latency to match.
+#: ``count`` adds this: ``x + (-0) = x`` for every ``x`` (``+0 + -0 = +0``, ``-0 + -0 = -0``), so
+#: the stage is the identity without a bypass multiplexer or a second latency to match.
 NEG_ZERO16 = 0x8000
 
 
@@ -182,7 +182,8 @@ class _OperandSelect(wiring.Component):
                     acc = widen_to_fp32(m, bits, is_bf16, f"acc_l{lane}")
                     m.d.comb += self.o.acc[lane].eq(register(m, en, acc, f"acc_l{lane}_r"))
                 else:
-                    m.d.comb += self.o.ops[k - 1][lane].eq(register(m, en, bits, f"op_k{k}_l{lane}_r"))
+                    m.d.comb += self.o.ops[k - 1][lane].eq(
+                        register(m, en, bits, f"op_k{k}_l{lane}_r"))
         m.d.comb += [
             self.o.valid.eq(register(m, en, self.i.valid, "valid_r")),
             self.o.dtype.eq(register(m, en, p.dtype, "dtype_r")),
@@ -209,7 +210,8 @@ class _Round(wiring.Component):
         i, en = self.i, self.en
         m.d.comb += en.eq(~self.o.valid | self.o.ready)
         is_bf16 = wire(m, i.dtype == DType.BF16, "is_bf16")
-        lanes = [round_from_fp32(m, i.acc[lane], is_bf16, f"rnd_l{lane}") for lane in range(self.lanes)]
+        lanes = [round_from_fp32(m, i.acc[lane], is_bf16, f"rnd_l{lane}")
+                 for lane in range(self.lanes)]
         m.d.comb += [
             self.o.valid.eq(register(m, en, i.valid, "valid_r")),
             self.o.payload.data.eq(register(m, en, Cat(*lanes), "data_r")),

@@ -99,7 +99,8 @@ class RequestUnit(wiring.Component):
         is_read = hdr.opcode == Opcode.READ
         is_write = sel >= n
         # An ATOMIC_ADD's length is its addend: it touches one 32-bit word.
-        m.d.comb += [table.addr.eq(hdr.addr), table.length.eq(Mux(is_read | is_write, hdr.length, 4))]
+        m.d.comb += [table.addr.eq(hdr.addr),
+                     table.length.eq(Mux(is_read | is_write, hdr.length, 4))]
         len_ok = (hdr.length != 0) & (hdr.length <= p.entry_bytes) & \
                  (hdr.length[:p.flit_shift] == 0)
         ok = table.hit & (~is_read | len_ok)
@@ -115,7 +116,8 @@ class RequestUnit(wiring.Component):
             self.reduce_alloc.payload.entry.eq(self.reduce_entry),
             self.reduce_alloc.payload.requester.eq(port), self.reduce_alloc.payload.tag.eq(hdr.tag),
             self.reduce_alloc.payload.flits.eq(Mux(ok, hdr.length[p.flit_shift:], 0)),
-            self.reduce_alloc.payload.mask.eq(mask), self.reduce_alloc.payload.dtype.eq(table.group.dtype),
+            self.reduce_alloc.payload.mask.eq(mask),
+            self.reduce_alloc.payload.dtype.eq(table.group.dtype),
             self.reduce_alloc.payload.error.eq(~ok),
             self.ack_alloc.payload.entry.eq(self.ack_entry),
             self.ack_alloc.payload.requester.eq(port), self.ack_alloc.payload.tag.eq(hdr.tag),
@@ -137,13 +139,16 @@ class RequestUnit(wiring.Component):
                 with m.If((self.reduce_alloc.valid & self.reduce_alloc.ready) |
                           (self.ack_alloc.valid & self.ack_alloc.ready)):
                     m.d.comb += [self.refused.eq(~ok), self.ld_reduce.eq(ok & is_read),
-                                 self.store.eq(ok & is_write), self.red.eq(ok & ~is_read & ~is_write)]
+                                 self.store.eq(ok & is_write),
+                                 self.red.eq(ok & ~is_read & ~is_write)]
                     m.d.sync += [fan_mask.eq(mask), fan_write.eq(is_write),
-                                 hdr_flit.data.eq(fan_hdr_v.as_value()), hdr_flit.last.eq(s_flit.last)]
+                                 hdr_flit.data.eq(fan_hdr_v.as_value()),
+                                 hdr_flit.last.eq(s_flit.last)]
                     m.next = "HEADER"
             with m.State("HEADER"):
                 m.d.comb += [self.fan.valid.eq(fan_mask != 0), self.fan.payload.flit.eq(hdr_flit),
-                             self.fan.payload.mask.eq(fan_mask), self.fan.payload.write.eq(fan_write),
+                             self.fan.payload.mask.eq(fan_mask),
+                             self.fan.payload.write.eq(fan_write),
                              self.fan.payload.header.eq(1),
                              s_ready.eq((fan_mask == 0) | self.fan.ready)]
                 with m.If(s_ready):

@@ -17,4 +17,5 @@ from .port import SwitchPort
 from .core import SwitchCore
 from .switch import Switch, SWITCH_LATENCY
 
-__all__ = ["PacketArbiter", "PacketFilter", "error_layout", "SwitchPort", "SwitchCore", "Switch", "SWITCH_LATENCY"]
+__all__ = ["PacketArbiter", "PacketFilter", "error_layout", "SwitchPort", "SwitchCore", "Switch",
+           "SWITCH_LATENCY"]

@@ -65,9 +65,11 @@ class PacketFilter(wiring.Component):
 
     def __init__(self, params, msg_class, *, nvls=False):
         self._params = check_params(params)
-        if isinstance(msg_class, bool) or msg_class not in [*MsgClass, *(c.value for c in MsgClass)]:
+        if (isinstance(msg_class, bool)
+                or msg_class not in [*MsgClass, *(c.value for c in MsgClass)]):
             names = ", ".join(f"{c.name} ({c.value})" for c in MsgClass)
-            raise ValueError(f"msg_class must be a MsgClass or its value: {names}; not {msg_class!r}")
+            raise ValueError(f"msg_class must be a MsgClass or its value: {names}; "
+                             f"not {msg_class!r}")
         self._msg_class = MsgClass(msg_class)
         self._nvls = check_type("nvls", nvls, bool)
         sig = packet_signature(params)
@@ -94,7 +96,8 @@ class PacketFilter(wiring.Component):
         m.d.comb += counts_bytes.eq(
             sum((opcode == op.value for op in byte_count), start=0).bool() if byte_count else 0)
         length_ok = ~counts_bytes | (hdr.length <= p.max_payload)
-        nvls = Signal()  # an NVLS packet (docs/NVLS.md): a multimem request, or a response to the switch
+        # An NVLS packet (docs/NVLS.md): a multimem request, or a response to the switch.
+        nvls = Signal()
         if self._nvls:
             if self._msg_class in (MsgClass.REQ, MsgClass.WRITE):
                 m.d.comb += nvls.eq(~hdr.inc & hdr.addr[-1])

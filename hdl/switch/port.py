@@ -123,7 +123,8 @@ class SwitchPort(wiring.Component):
             cls = MsgClass(c).name.lower()
             flt = m.submodules[f"filter_{cls}"] = PacketFilter(self._params, c, nvls=self._nvls)
             isa_txq = m.submodules[f"isa_txq_{cls}"] = _Queue(self._params, self._isa_depth)
-            arb = m.submodules[f"arbiter_{cls}"] = PacketArbiter(self._params, 3 if self._nvls else 2)
+            arb = m.submodules[f"arbiter_{cls}"] = PacketArbiter(self._params,
+                                                                 3 if self._nvls else 2)
             connect(m, tp.rx[c], flt.i)
             if self._push and c == MsgClass.WRITE.value:
                 push_writes = flt.isa            # joined to the RDATA queue below; no queue here

@@ -99,8 +99,9 @@ class Switch(wiring.Component):
         core = m.submodules.core = SwitchCore(self._params)
         ports = []
         for p in range(n):
-            port = m.submodules[f"port{p}"] = SwitchPort(self._params, self._credits, self._isa_depth,
-                                                         nvls=self._nvls, push=self._push)
+            port = m.submodules[f"port{p}"] = SwitchPort(self._params, self._credits,
+                                                         self._isa_depth, nvls=self._nvls,
+                                                         push=self._push)
             ports.append(port)
             connect(m, port.link, flipped(self.link[p]))
             for c in range(NUM_CLASSES):

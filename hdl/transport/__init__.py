@@ -2,7 +2,8 @@
 
 Blocks (one per module):
 
-* :class:`~.credit_tx.CreditTx` -- per-class credit counters and the flit-level class mux onto a link.
+* :class:`~.credit_tx.CreditTx` -- per-class credit counters and the flit-level class mux onto a
+  link.
 * :class:`~.credit_rx.CreditRx` -- per-class receive queues (block RAM) that return credits.
 * :class:`~.port.TransportPort` -- CreditTx + CreditRx: one end of a link.
 * :class:`~.link.Link` -- a full-duplex link model with a configurable one-way latency.

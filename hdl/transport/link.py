@@ -62,7 +62,8 @@ class DelayLine(wiring.Component):
         width = Shape.cast(self._shape).width
         mem = m.submodules.mem = Memory(shape=unsigned(width + 1), depth=depth, init=[])
         wp = mem.write_port()
-        rp = mem.read_port()  # not transparent: returns the entry as it was before this cycle's write
+        # Not transparent: returns the entry as it was before this cycle's write.
+        rp = mem.read_port()
         ptr = Signal(range(depth))
         primed = Signal()     # every entry has been written since reset
         primed_q = Signal()   # ``primed`` aligned with the read port's output register

@@ -33,8 +33,8 @@ def credits_for_full_rate(latency):
 class TransportPort(wiring.Component):
     """One end of a credit link: per-class packet streams on the user side, a link end on the other.
 
-    Within a class, flits leave in the order they were accepted and arrive in the same order; classes
-    interleave per flit on the link (see :class:`CreditTx`). With ``credits >=
+    Within a class, flits leave in the order they were accepted and arrive in the same order;
+    classes interleave per flit on the link (see :class:`CreditTx`). With ``credits >=
     credits_for_full_rate(latency)`` a link sustains one flit per cycle; with fewer, a class is
     limited to ``credits / (2 * latency + CREDIT_LOOP_OVERHEAD)`` flits per cycle but stays correct.
 

@@ -34,7 +34,8 @@ def packet_signature(params):
 
 
 def link_flit_signature(params):
-    """Flits on a link: ``payload`` = {``flit``: {``data``, ``last``}, ``msg_class``}, valid only."""
+    """Flits on a link: ``payload`` = {``flit``: {``data``, ``last``}, ``msg_class``}, valid
+    only."""
     return stream.Signature(check_params(params).link_layout, always_ready=True)
 
 
