@@ -23,8 +23,7 @@ import time
 from pathlib import Path
 
 from ..hdl.paper import CLOCK_MHZ, LinkModel
-from ..sim.allreduce import (AllReduceConfig, parse_size, run_allreduce, plan_params, memory_map,
-                             ROOTED_OPS)
+from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, ROOTED_OPS
 from ..sim.models import PACKET_BYTES, nvls_cycles, ring_cycles
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
@@ -554,10 +553,7 @@ def run(args):
     executor.check_arguments(args)
     runs = plan(args)
     for spec in runs:  # validate every configuration before spending an hour on the first
-        cfg = AllReduceConfig(**{k: v for k, v in spec.items() if k != "part"})
-        hardware = dataclasses.asdict(cfg)
-        hardware.update(mem_size=memory_map(cfg)[1])
-        plan_params(hardware)
+        AllReduceConfig(**{k: v for k, v in spec.items() if k != "part"}).system().params()
     hop_cfgs = hop_runs(args) if "op" in args.parts and not args.no_hops else []
     if args.dry_run:
         for k, spec in enumerate(runs, 1):

@@ -8,30 +8,29 @@ JSON-able report. The whole buffer window of every endpoint is compared (the mem
 zeroed), so a byte written where the operation gives an endpoint nothing is a mismatch too.
 Measurement definitions follow ``docs/PERFORMANCE.md``: latency runs from the cycle the last
 participant's first packet of the collective (its arrival; pushing, its first push WRITE) leaves
-its endpoint to the cycle the last participant sees its completion flag; efficiency is the operation's one-link bound over the latency,
+its endpoint to the cycle the last participant sees its completion flag; efficiency is the
+operation's one-link bound over the latency,
 ``bound_bytes / (T * flit_bytes)``, where ``bound_bytes`` (16-bit form) is the largest buffer a
 rank sends or receives: the message for All-Reduce, Reduce and Broadcast, ``N`` times it for
 ReduceScatter and AllGather, ``N - 1`` times it for an AllGather in place.
 """
 
-import dataclasses
 import json
 import re
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import numerics
+from ..hdl.paper import CLOCK_MHZ, FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY, PORTS
 from .collective_buffers import Buffers, input_regions, result_regions
-from .toolchain import BUILD_ROOT
+from .system_config import SystemConfig
+from .system_run import Dump, region_image, run_system
 
 __all__ = ["CollectiveConfig", "AllReduceConfig", "parse_size", "run_allreduce",
-           "plan_params", "CLOCK_MHZ", "OPS", "ROOTED_OPS"]
+           "collective_descriptor", "CLOCK_MHZ", "OPS", "ROOTED_OPS"]
 
-CLOCK_MHZ = 250
 #: Ordinary traffic (``traffic=True``): each endpoint writes this many bytes to the next one's
 #: scratch area, in 4 KiB writes, while the All-Reduce runs.
 TRAFFIC_BYTES = 16 * 4096
@@ -73,19 +72,19 @@ class CollectiveConfig:
     in-place AllGather of whole 4 KiB pages runs in pairs of ranks (docs/ISA.md); off, the
     default, is the paper's configuration."""
     op:              str = "allreduce"
-    endpoints:       int = 4
+    endpoints:       int = PORTS
     dtype:           str = "fp16"
     size:            int = 4096
     seed:            int = 1
     sim:             str = "verilator"
-    one_way_latency: int = 90
-    mem_latency:     int = 40
+    one_way_latency: int = ONE_WAY_LATENCY
+    mem_latency:     int = MEM_LATENCY
     reorder:         bool = False
     capacity:        int = 32768
     outstanding:     int = 8
     flag_mode:       str = "ordered"
     replays:         int = 1
-    flit_width:      int = 256
+    flit_width:      int = FLIT_WIDTH
     traffic:         bool = False
     trace:           bool = False
     root:            int = 0
@@ -174,6 +173,16 @@ class CollectiveConfig:
             return (self.endpoints - 1) * self.size
         return max(self.shards_in, self.shards_out) * self.size
 
+    def system(self):
+        """The hardware this run builds: a :class:`~scin.sim.system_config.SystemConfig` with the
+        memory size of :func:`memory_map` (one size for every message up to 1 MiB)."""
+        return SystemConfig(endpoints=self.endpoints, flit_width=self.flit_width,
+                            one_way_latency=self.one_way_latency, mem_latency=self.mem_latency,
+                            mem_size=memory_map(self)[1], reorder=self.reorder,
+                            capacity=self.capacity, outstanding=self.outstanding,
+                            push_capacity=self.push_capacity, trains=self.trains,
+                            gather_pairs=self.gather_pairs)
+
 
 #: ``scin allreduce``'s configuration: a :class:`CollectiveConfig` (op ``allreduce`` by default).
 AllReduceConfig = CollectiveConfig
@@ -199,22 +208,6 @@ def memory_map(cfg):
     return layout, mem_size
 
 
-def plan_params(plan):
-    """The :class:`~scin.hdl.system.SystemParams` a plan describes (used on both sides)."""
-    from ..hdl.isa import IsaParams
-    from ..hdl.packet import FabricParams
-    from ..hdl.system import SystemParams
-    fabric = FabricParams.default_for(flit_width=plan["flit_width"], ports=plan["endpoints"])
-    push = plan.get("push_capacity", 0)
-    isa = IsaParams(fabric=fabric, capacity=plan["capacity"], waves=plan["outstanding"],
-                    push_resources=1 if push else 0, push_capacity=push or 16384,
-                    read_train=plan.get("trains", 1), write_train=plan.get("trains", 1),
-                    gather_pairs=plan.get("gather_pairs", False))
-    return SystemParams(isa=isa, one_way_latency=plan["one_way_latency"],
-                        mem_latency=plan["mem_latency"], mem_size=plan["mem_size"],
-                        reorder=plan["reorder"])
-
-
 def make_inputs(cfg):
     """Seeded inputs, typed as the golden model takes them: ``(data, scales)``, one row per rank
     (``shards_in * elements`` columns; ``scales`` None but for int8)."""
@@ -225,28 +218,6 @@ def make_inputs(cfg):
     heavy = rng.choice(e, size=max(1, e // 512), replace=False)
     x[:, heavy] *= 40.0
     return numerics.encode(cfg.dtype, x)
-
-
-def region_image(window, regions):
-    """``window`` zero bytes with ``regions`` (``(offset, bytes)``) written over them, in order."""
-    image = bytearray(window)
-    for addr, raw in regions:
-        image[addr:addr + len(raw)] = raw
-    return bytes(image)
-
-
-def flit_loads(regions, window, flit_bytes, base=0):
-    """``regions`` (offsets into a window of ``window`` bytes at ``base``) as the loader takes
-    them: whole flits (:func:`write_memh` is given flit addresses and pads to a flit). Each is
-    widened to the flits it touches, their bytes taken from the image of all of them, so regions
-    that share a flit (an in-place INT8 AllGather's scale shards, ``C / 32`` bytes each at
-    ``r * C / 32``) land at their bytes and the rest of the flit stays zero."""
-    image = region_image(window, regions)
-    out = []
-    for a, raw in regions:
-        lo, hi = a // flit_bytes * flit_bytes, -(-(a + len(raw)) // flit_bytes) * flit_bytes
-        out.append((base + lo, image[lo:hi]))
-    return out
 
 
 def expected_images(cfg, bufs, window, data, scales):
@@ -272,189 +243,127 @@ def _typed_view(cfg, raw, scales=False):
     return np.frombuffer(raw, {"fp16": np.float16, "bf16": np.uint16, "int8": np.int8}[cfg.dtype])
 
 
+def collective_descriptor(cfg, layout, isa):
+    """The descriptor dict of ``cfg``'s collective at ``layout`` (:func:`memory_map`) and whether
+    the ISA ``isa`` pushes it; raises ValueError naming every problem the ISA would refuse."""
+    from ..hdl.isa import Op, FlagMode, PushMode, DType, check_descriptor, push_mode
+    desc = dict(op=Op[cfg.op.upper().replace("-", "_")].value,
+                dtype=DType[cfg.dtype.upper()].value,
+                flag_mode=FlagMode[cfg.flag_mode.upper()].value, sync=0,
+                participants=(1 << cfg.endpoints) - 1, elements=cfg.elements, root=cfg.root,
+                src_addr=layout["src"], dst_addr=layout["dst"],
+                src_scale_addr=layout["src_scales"], dst_scale_addr=layout["dst_scales"],
+                flag_addr=layout["flag"], mode=PushMode[cfg.mode.upper()].value)
+    problems = check_descriptor(desc, isa)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return desc, push_mode(desc, isa) == PushMode.PUSH
+
+
 def run_allreduce(cfg, save=None, waves=False, log=print):
     """Run one configuration, of any operation; return the report dict (see ``docs/CLI.md``
     for its keys).
 
     Raises ValueError for bad parameters, RuntimeError for tool failures (the simulation did not
-    finish). A result mismatch is not an exception: it is ``match = false`` in the report.
+    finish: :class:`~scin.sim.system_run.SystemRunError`). A result mismatch is not an
+    exception: it is ``match = false`` in the report.
     """
-    from ..hdl.codec import unpack
-    from ..hdl.isa import Op, FlagMode, PushMode, check_descriptor, flag_layout, push_mode
-    from ..hdl.isa import DType
-    from ..hdl.system import System
-    from .runner import verilog_for, run_cocotb, SimulationError
-
-    layout, mem_size = memory_map(cfg)
-    plan = dataclasses.asdict(cfg)
-    plan.update(mem_size=mem_size)
-    params = plan_params(plan)  # validates the hardware parameters
-    n = cfg.endpoints
-    desc = dict(op=Op[cfg.op.upper().replace("-", "_")].value,
-                dtype=DType[cfg.dtype.upper()].value,
-                flag_mode=FlagMode[cfg.flag_mode.upper()].value, sync=0,
-                participants=(1 << n) - 1, elements=cfg.elements, root=cfg.root,
-                src_addr=layout["src"], dst_addr=layout["dst"],
-                src_scale_addr=layout["src_scales"], dst_scale_addr=layout["dst_scales"],
-                flag_addr=layout["flag"], mode=PushMode[cfg.mode.upper()].value)
-    problems = check_descriptor(desc, params.isa)
-    if problems:
-        raise ValueError("; ".join(problems))
-    pushed = push_mode(desc, params.isa) == PushMode.PUSH
-
+    layout, _ = memory_map(cfg)
+    system = cfg.system()
+    fb = system.flit_width // 8
+    desc, pushed = collective_descriptor(cfg, layout, system.params().isa)
     data, scales = make_inputs(cfg)
     bufs = Buffers(layout["src"], layout["dst"], layout["src_scales"], layout["dst_scales"])
     window = layout["flag"]       # every buffer lies below the flag
     loads, images, want_status = expected_images(cfg, bufs, window, data, scales)
-
-    run_dir = Path(tempfile.mkdtemp(dir=_runs_dir(), prefix=f"{cfg.op}-{cfg.dtype}-{cfg.size}-"))
-    dump_regions = [{"name": "buffers", "addr": 0, "bytes": window}]
-    fb = params.fabric.flit_bytes
     # Generous: a slow link moves a flit per cycle; allow 20x the data movement plus fixed costs.
     moved = max(cfg.shards_in, cfg.shards_out) * (cfg.data_bytes + cfg.scale_bytes)
     timeout = 20 * (3 * moved // fb) + 200 * cfg.one_way_latency + 100_000
-    if cfg.traffic:
-        dump_regions.append({"name": "scratch", "addr": layout["scratch"], "bytes": TRAFFIC_BYTES})
-    plan.update(run_dir=str(run_dir), descriptor=desc, pushed=pushed,
-                scratch_addr=layout["scratch"], traffic_bytes=TRAFFIC_BYTES,
-                timeout_cycles=timeout)
-    # The memories are loaded and read back through files (the file backdoor of
-    # hdl/endpoint/sim_ram.v): no Python work per word, whatever the message size.
-    plusargs = []
-    for i in range(n):
-        hex_in = run_dir / f"ep{i}.in.hex"
-        write_memh(hex_in, [(addr // fb, raw) for addr, raw in flit_loads(loads[i], window, fb)], fb)
-        plusargs += [f"+scin_load_ep{i}={hex_in}", f"+scin_dump_ep{i}={run_dir / f'ep{i}.out.hex'}"]
-    dump_lo = min(r["addr"] for r in dump_regions) // fb
-    dump_hi = -(-max(r["addr"] + r["bytes"] for r in dump_regions) // fb)
-    plusargs += [f"+scin_dump_lo={dump_lo}", f"+scin_dump_hi={dump_hi}"]
-
-    started = time.monotonic()
-    log(f"elaborating the system ({n} endpoints, {params.fabric.flit_width}-bit flits) ...")
-    path = verilog_for(lambda: System(params), "system", repr(params))
-    log(f"simulating on {cfg.sim} (first run of a configuration also builds it) ...")
-    try:
-        run_cocotb(verilog_path=path, top="system",
-                   test_module="scin.sim.testbench.allreduce_bench", sim=cfg.sim, config=plan,
-                   waves=waves, test_dir=run_dir, seed=cfg.seed, quiet=True, plusargs=plusargs)
-    except SimulationError as exc:
-        raise RuntimeError(f"the simulation did not complete: {exc}") from exc
-    wall = time.monotonic() - started
-
-    timing = json.loads((run_dir / "timing.json").read_text())
-    sim_cps = _sim_cycles_per_second(run_dir)
-    got = {}
-    for i in range(n):
-        image = read_memh(run_dir / f"ep{i}.out.hex", fb)
-        for r in dump_regions:
-            start = r["addr"] - dump_lo * fb
-            got[f"ep{i}_{r['name']}"] = image[start:start + r["bytes"]]
-    per_endpoint = []
-    all_match = True
-    traffic_ok = True
-    if cfg.traffic:
-        from ..hdl.endpoint.accelerator import pattern_bytes
-        for i in range(n):
-            sender = (i - 1) % n
-            expect = b"".join(pattern_bytes(traffic_seed(sender, k), 4096)
-                              for k in range(TRAFFIC_BYTES // 4096))
-            traffic_ok &= got[f"ep{i}_scratch"].tobytes() == expect
-    for i in range(n):
-        image = got[f"ep{i}_buffers"].tobytes()
-        match = image == images[i]
-        all_match &= match
-        mismatches = 0
-        if not match:
-            a = np.frombuffer(image, np.uint8)
-            b = np.frombuffer(images[i], np.uint8)
-            mismatches = int(np.count_nonzero(a != b))
-        flag = unpack(flag_layout(), timing["replays"][-1]["flags"][str(i)])
-        per_endpoint.append({"endpoint": i, "match": bool(match), "mismatched_bytes": mismatches,
-                             "flag_status": flag["status"], "flag_generation": flag["generation"],
-                             "flag_cycle": timing["replays"][-1]["flag_cycles"][str(i)]})
-    cycles = [r["cycles"] for r in timing["replays"]]
-    t = cycles[-1]
-    status = max(e["flag_status"] for e in per_endpoint)
-    report = {
-        "match": bool(all_match and traffic_ok), "op": cfg.op, "root": cfg.root,
-        "in_place": cfg.in_place, "mode": cfg.mode, "pushed": pushed, "endpoints": n, "dtype": cfg.dtype, "size_bytes": cfg.size,
-        "elements": cfg.elements, "cycles": t, "latency_us": t / CLOCK_MHZ,
-        "bound_cycles": cfg.bound_bytes / fb, "efficiency": cfg.bound_bytes / (t * fb),
-        "status": status, "expected_status": want_status & 3,
-        "replay_cycles": cycles, "per_endpoint": per_endpoint, "counters": timing["counters"],
-        "switch_errors": timing["switch_errors"], "seed": cfg.seed, "sim": cfg.sim,
-        "traffic_intact": bool(traffic_ok) if cfg.traffic else None,
-        "params": {k: plan[k] for k in ("one_way_latency", "mem_latency", "reorder", "capacity",
-                                        "outstanding", "flag_mode", "flit_width", "mem_size",
-                                        "push_capacity", "trains", "gather_pairs")},
-        "wall_seconds": round(wall, 2), "sim_cycles_per_second": sim_cps, "run_dir": str(run_dir),
-    }
+    bench = dict(descriptor=desc, pushed=pushed, replays=cfg.replays, traffic=cfg.traffic,
+                 trace=cfg.trace, scratch_addr=layout["scratch"], traffic_bytes=TRAFFIC_BYTES,
+                 timeout_cycles=timeout)
+    dump = Dump(0, layout["scratch"] + TRAFFIC_BYTES if cfg.traffic else window)
+    run = run_system(system, "scin.sim.testbench.allreduce_bench", loads=dict(enumerate(loads)),
+                     dump=dump, config=bench, sim=cfg.sim, seed=cfg.seed, waves=waves,
+                     prefix=f"{cfg.op}-{cfg.dtype}-{cfg.size}-", log=log)
+    timing = run.read_json("timing.json")
+    got = {f"ep{i}_buffers": image[:window] for i, image in enumerate(run.images)}
+    traffic_ok = not cfg.traffic or _traffic_intact(cfg, run.images, layout["scratch"])
+    report = _report(cfg, system, run, timing, images, pushed)
+    report.update(match=bool(report["match"] and traffic_ok),
+                  expected_status=want_status & 3,
+                  traffic_intact=bool(traffic_ok) if cfg.traffic else None)
     if cfg.trace:
         from .trace import hops
         r = timing["replays"][-1]
-        report["hops"] = hops([tuple(x) for x in timing["trace"]], sorted(int(k) for k in r["flags"]),
-                              r["start"], r["end"], cfg.one_way_latency, cfg.mem_latency,
-                              -(-cfg.data_bytes // fb), barrier=cfg.op == "barrier")
+        report["hops"] = hops([tuple(x) for x in timing["trace"]],
+                              sorted(int(k) for k in r["flags"]), r["start"], r["end"],
+                              cfg.one_way_latency, cfg.mem_latency, -(-cfg.data_bytes // fb),
+                              barrier=cfg.op == "barrier")
     if waves:
-        found = sorted(run_dir.glob("*.vcd")) + sorted(run_dir.glob("*.fst"))
+        found = sorted(run.run_dir.glob("*.vcd")) + sorted(run.run_dir.glob("*.fst"))
         report["waveform"] = str(found[0]) if found else None
     if save:
         _save(cfg, Path(save), bufs, data, scales, got, report)
     return report
 
 
-def _sim_cycles_per_second(run_dir):
-    """Simulated clock cycles per second of simulator wall time (the cocotb test alone: no build,
-    no golden model), from cocotb's results.xml; None if it is missing."""
-    import xml.etree.ElementTree as ET
-    from .testbench.env import CLOCK_PERIOD_NS
-    try:
-        case = ET.parse(Path(run_dir) / "results.xml").find(".//testcase")
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        seconds = float(case.get("time"))
-        return round(float(props["sim_time_duration"]) / CLOCK_PERIOD_NS / seconds)
-    except (OSError, ET.ParseError, AttributeError, KeyError, TypeError, ValueError, ZeroDivisionError):
-        return None
+def _traffic_intact(cfg, memories, scratch):
+    """Whether every endpoint's scratch area holds the ordinary writes of the previous one."""
+    from ..hdl.endpoint.accelerator import pattern_bytes
+    n = cfg.endpoints
+    for i in range(n):
+        expect = b"".join(pattern_bytes(traffic_seed((i - 1) % n, k), 4096)
+                          for k in range(TRAFFIC_BYTES // 4096))
+        if memories[i][scratch:scratch + TRAFFIC_BYTES].tobytes() != expect:
+            return False
+    return True
 
 
-def write_memh(path, regions, width_bytes):
-    """Write a ``$readmemh`` file: for each ``(word_address, data)``, an ``@address`` line and one
-    little-endian word of ``width_bytes`` per line (hex, most significant digit first)."""
-    with open(path, "w") as f:
-        for word, data in regions:
-            data = np.frombuffer(bytes(data) + bytes(-len(data) % width_bytes), np.uint8)
-            digits = data.reshape(-1, width_bytes)[:, ::-1].tobytes().hex()
-            step = 2 * width_bytes
-            f.write(f"@{word:x}\n")
-            f.write("\n".join(digits[k:k + step] for k in range(0, len(digits), step)))
-            f.write("\n")
+def _per_endpoint(i, image, want, replay):
+    """Endpoint ``i``'s entry of the report: its buffers ``image`` against ``want``, its flag."""
+    from ..hdl.codec import unpack
+    from ..hdl.isa import flag_layout
+    match = image == want
+    mismatches = 0 if match else int(np.count_nonzero(
+        np.frombuffer(image, np.uint8) != np.frombuffer(want, np.uint8)))
+    flag = unpack(flag_layout(), replay["flags"][str(i)])
+    return {"endpoint": i, "match": bool(match), "mismatched_bytes": mismatches,
+            "flag_status": flag["status"], "flag_generation": flag["generation"],
+            "flag_cycle": replay["flag_cycles"][str(i)]}
 
 
-def read_memh(path, width_bytes):
-    """The bytes of a ``$writememh`` file (one word per line; comments and ``@`` lines skipped;
-    X or Z digits, which a simulator writes for unknown bits, fail loudly)."""
-    try:
-        lines = Path(path).read_text().splitlines()
-    except FileNotFoundError:
-        raise RuntimeError(f"the simulator wrote no memory dump {path}") from None
-    words = [w.strip() for w in lines]
-    words = [w for w in words if w and not w.startswith(("//", "@"))]
-    text = "".join(words)
-    if any(c in text for c in "xXzZ"):
-        raise RuntimeError(f"{path}: the memory holds unknown (X/Z) bits")
-    data = np.frombuffer(bytes.fromhex(text), np.uint8)
-    return data.reshape(-1, width_bytes)[:, ::-1].reshape(-1)
+def _report(cfg, system, run, timing, images, pushed):
+    """The report of a finished run (the data checks only: the caller adds the traffic's)."""
+    fb = system.flit_width // 8
+    window = len(images[0])
+    per_endpoint = [_per_endpoint(i, run.images[i][:window].tobytes(), images[i],
+                                  timing["replays"][-1]) for i in range(cfg.endpoints)]
+    cycles = [r["cycles"] for r in timing["replays"]]
+    t = cycles[-1]
+    hardware = system.to_json()
+    return {
+        "match": all(e["match"] for e in per_endpoint), "op": cfg.op, "root": cfg.root,
+        "in_place": cfg.in_place, "mode": cfg.mode, "pushed": pushed, "endpoints": cfg.endpoints,
+        "dtype": cfg.dtype, "size_bytes": cfg.size,
+        "elements": cfg.elements, "cycles": t, "latency_us": t / CLOCK_MHZ,
+        "bound_cycles": cfg.bound_bytes / fb, "efficiency": cfg.bound_bytes / (t * fb),
+        "status": max(e["flag_status"] for e in per_endpoint), "expected_status": None,
+        "replay_cycles": cycles, "per_endpoint": per_endpoint, "counters": timing["counters"],
+        "switch_errors": timing["switch_errors"], "seed": cfg.seed, "sim": cfg.sim,
+        "traffic_intact": None,
+        "params": {k: cfg.flag_mode if k == "flag_mode" else hardware[k]
+                   for k in ("one_way_latency", "mem_latency", "reorder", "capacity",
+                             "outstanding", "flag_mode", "flit_width", "mem_size",
+                             "push_capacity", "trains", "gather_pairs")},
+        "wall_seconds": run.wall_seconds, "sim_cycles_per_second": run.sim_cycles_per_second,
+        "run_dir": str(run.run_dir),
+    }
 
 
 def traffic_seed(sender, k):
     """Pattern seed of ordinary write ``k`` from endpoint ``sender`` (see ``pattern_bytes``)."""
     return (sender << 8 | k) & 0xFFFF
-
-
-def _runs_dir():
-    path = BUILD_ROOT / "runs"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def _save(cfg, out, bufs, data, scales, got, report):

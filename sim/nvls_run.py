@@ -8,14 +8,11 @@ told to expect and returns every event, the counters and the memories. The NVLS 
 edges (the commands are queued before they run, events are stamped in the HDL).
 """
 
-import dataclasses
-import json
-import tempfile
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
-from .allreduce import write_memh, read_memh, flit_loads, _runs_dir
+from ..hdl.paper import FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY, PORTS
+from .system_config import NvlsEngine, SystemConfig
+from .system_run import Dump, run_system
 
 
 __all__ = ["NvlsSystem", "McGroup", "run_program", "system_params"]
@@ -28,10 +25,10 @@ class NvlsSystem:
     ``entries``, ``entry_bytes``, ``groups``, ``acks`` are :class:`~scin.hdl.nvls.NvlsParams`;
     the rest as in :class:`~scin.sim.allreduce.CollectiveConfig` (``capacity``/``outstanding``
     size the ISA, which the switch keeps beside the engine)."""
-    endpoints:       int = 4
-    flit_width:      int = 256
-    one_way_latency: int = 90
-    mem_latency:     int = 40
+    endpoints:       int = PORTS
+    flit_width:      int = FLIT_WIDTH
+    one_way_latency: int = ONE_WAY_LATENCY
+    mem_latency:     int = MEM_LATENCY
     mem_size:        int = 1 << 20
     reorder:         bool = False
     capacity:        int = 16384
@@ -40,6 +37,15 @@ class NvlsSystem:
     entry_bytes:     int = 1024
     groups:          int = 4
     acks:            int = 64
+
+    def system(self):
+        """This hardware as a :class:`~scin.sim.system_config.SystemConfig` (no push space)."""
+        return SystemConfig(endpoints=self.endpoints, flit_width=self.flit_width,
+                            one_way_latency=self.one_way_latency, mem_latency=self.mem_latency,
+                            mem_size=self.mem_size, reorder=self.reorder,
+                            capacity=self.capacity, outstanding=self.outstanding,
+                            nvls=NvlsEngine(entries=self.entries, entry_bytes=self.entry_bytes,
+                                            groups=self.groups, acks=self.acks))
 
 
 @dataclass(frozen=True)
@@ -55,18 +61,7 @@ class McGroup:
 
 def system_params(hw):
     """The :class:`~scin.hdl.system.SystemParams` of an :class:`NvlsSystem` (or its dict)."""
-    from ..hdl.isa import IsaParams
-    from ..hdl.nvls.params import NvlsParams
-    from ..hdl.packet import FabricParams
-    from ..hdl.system import SystemParams
-    hw = hw if isinstance(hw, dict) else dataclasses.asdict(hw)
-    fabric = FabricParams.default_for(flit_width=hw["flit_width"], ports=hw["endpoints"])
-    isa = IsaParams(fabric=fabric, capacity=hw["capacity"], waves=hw["outstanding"])
-    nvls = NvlsParams(fabric=fabric, entries=hw["entries"], entry_bytes=hw["entry_bytes"],
-                      groups=hw["groups"], acks=hw["acks"])
-    return SystemParams(isa=isa, one_way_latency=hw["one_way_latency"],
-                        mem_latency=hw["mem_latency"], mem_size=hw["mem_size"],
-                        reorder=hw["reorder"], nvls=nvls)
+    return (NvlsSystem(**hw) if isinstance(hw, dict) else hw).system().params()
 
 
 def run_program(hw, groups, commands, expect, *, loads=None, dump=(0, 0), descriptors=(),
@@ -76,7 +71,8 @@ def run_program(hw, groups, commands, expect, *, loads=None, dump=(0, 0), descri
 
     Parameters
     ----------
-    hw : NvlsSystem
+    hw : NvlsSystem or SystemConfig
+        The hardware; a SystemConfig needs ``nvls``.
     groups : list of McGroup
         Loaded into the multicast table before any command.
     commands : dict
@@ -102,44 +98,22 @@ def run_program(hw, groups, commands, expect, *, loads=None, dump=(0, 0), descri
     from ..hdl.codec import pack
     from ..hdl.endpoint.accelerator import command_layout
     from ..hdl.nvls.params import McDType, mc_load_layout, group_layout
-    from ..hdl.system import System
-    from .runner import verilog_for, run_cocotb, SimulationError
-
-    params = system_params(hw)
-    f = params.fabric
-    fb = f.flit_bytes
-    cl = command_layout(f)
+    system = hw if isinstance(hw, SystemConfig) else hw.system()
+    params = system.params()
+    cl = command_layout(params.fabric)
     ml = mc_load_layout(params.nvls)
     words = [pack(ml, index=g.index, valid=1,
                   group=pack(group_layout(params.nvls), base=g.base, size=g.size, local=g.local,
                              members=g.members, dtype=McDType[g.dtype.upper()]))
              for g in groups]
-    run_dir = Path(tempfile.mkdtemp(dir=_runs_dir(), prefix="nvls-"))
-    plan = {"hw": dataclasses.asdict(hw), "mc_load": words, "run_dir": str(run_dir),
-            "commands": {str(i): [pack(cl, c) for c in cmds] for i, cmds in commands.items()},
-            "expect": {str(i): n for i, n in expect.items()}, "timeout_cycles": timeout_cycles,
-            "descriptors": list(descriptors)}
-    plusargs = []
-    lo, nbytes = dump
-    for i in range(f.ports):
-        regions = (loads or {}).get(i, [])
-        hex_in = run_dir / f"ep{i}.in.hex"
-        window = max([a + len(b) for a, b in regions] + [fb])
-        write_memh(hex_in, [(a // fb, raw) for a, raw in flit_loads(regions, window, fb)], fb)
-        plusargs += [f"+scin_load_ep{i}={hex_in}", f"+scin_dump_ep{i}={run_dir / f'ep{i}.out.hex'}"]
-    plusargs += [f"+scin_dump_lo={lo // fb}", f"+scin_dump_hi={-(-(lo + max(nbytes, fb)) // fb)}"]
-    started = time.monotonic()
-    path = verilog_for(lambda: System(params), "system", repr(params))
-    try:
-        run_cocotb(verilog_path=path, top="system", test_module="scin.sim.testbench.nvls_bench",
-                   sim=sim, config=plan, waves=waves, test_dir=run_dir, seed=seed, quiet=True,
-                   plusargs=plusargs)
-    except SimulationError as exc:
-        raise RuntimeError(f"the simulation did not complete: {exc}") from exc
-    out = json.loads((run_dir / "events.json").read_text())
-    out["images"] = {i: read_memh(run_dir / f"ep{i}.out.hex", fb).tobytes()[:nbytes]
-                     for i in range(f.ports)}
-    out["run_dir"] = str(run_dir)
-    out["wall_seconds"] = round(time.monotonic() - started, 2)
+    bench = {"mc_load": words, "timeout_cycles": timeout_cycles,
+             "commands": {str(i): [pack(cl, c) for c in cmds] for i, cmds in commands.items()},
+             "expect": {str(i): n for i, n in expect.items()}, "descriptors": list(descriptors)}
+    run = run_system(system, "scin.sim.testbench.nvls_bench", loads=loads, dump=Dump(*dump),
+                     config=bench, sim=sim, seed=seed, waves=waves, prefix="nvls-")
+    out = run.read_json("events.json")
+    out["images"] = {i: image.tobytes() for i, image in enumerate(run.images)}
+    out["run_dir"] = str(run.run_dir)
+    out["wall_seconds"] = run.wall_seconds
     out["events"] = {int(i): evs for i, evs in out["events"].items()}
     return out

@@ -42,7 +42,6 @@ no collective owns still zero; the engine's counters (``refused`` = the bad acce
 ``bad_descriptors``, no timeout) and no switch port error.
 """
 
-import dataclasses
 import enum
 import math
 import random
@@ -56,7 +55,8 @@ from .system_run import flit_loads
 from .coverage import Coverage
 from .nvls_allreduce import (MAX_WINDOW, barrier, exact_inputs, golden, packets, page_up,
                              shards, some_order)
-from .collective_check import check_collective, describe, outcome_table
+from .collective_check import check_collective, outcome_table
+from .collective_check import describe as describe_collective
 from .soak import OPS, collective_entry, collectives_coverage, draw_collective
 
 
@@ -375,7 +375,7 @@ def make_nvls_plan(cfg):
         k += len(shapes)
     rounds.append(rnd)
     closed = [_close(r, rng, n, hw, f) for r in rounds]
-    plan = {"hw": dataclasses.asdict(hw), "seed": cfg.seed, "count": cfg.count, "rounds": closed}
+    plan = {"hw": hw.system().to_json(), "seed": cfg.seed, "count": cfg.count, "rounds": closed}
     return plan, [r.loads for r in rounds], [r.entries for r in rounds]
 
 
@@ -400,7 +400,7 @@ def describe(e):
     if e["kind"] == "nvls":
         return _describe_nvls(e)
     if e["kind"] == "scin":
-        return f"SCIN {describe(e)}, ranks {e['members']}"
+        return f"SCIN {describe_collective(e)}, ranks {e['members']}"
     return (f"bad access {e['bad_kind']} from port {e['port']} ({e['op']} {e['addr']:#x}, "
             f"{e['length']} B)")
 

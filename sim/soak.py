@@ -26,7 +26,7 @@ cycles), ordinary traffic between endpoints during the collective, and a fault c
   flag word in memory must be that one.
 
 With push space (``SoakConfig.push_capacity``, one push resource: sync resource 0, as
-:func:`~scin.sim.allreduce.plan_params` builds it, so the soak shares its build with
+:meth:`~scin.sim.system_config.SystemConfig.params` builds it, so the soak shares its build with
 ``scin allreduce --mode push`` on the same hardware), each collective also gets the descriptor's
 ``mode`` (docs/ISA.md, Push mode), drawn from a stream of its own (:func:`_draw_mode`; the rest of
 a seed's draw is what it was before push mode): an operation that can be pushed (``PUSH_OPS``)
@@ -63,16 +63,14 @@ accesses (:mod:`.nvls_soak`; :func:`run_soak` hands it over).
 import json
 import math
 import random
-import tempfile
-import time
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 
 from . import numerics
-from .allreduce import (CollectiveConfig, memory_map, expected_images, write_memh, read_memh,
-                        plan_params, region_image, flit_loads, ROOTED_OPS, _runs_dir)
+from .allreduce import CollectiveConfig, memory_map, expected_images, ROOTED_OPS
+from .system_config import SystemConfig
+from .system_run import Dump, SystemRunError, flit_loads, region_image, run_system
 from .collective_buffers import Buffers
 from .collective_check import check_collective, expected_window, mode_label, outcome_table
 from .coverage import SHARDED, Coverage, bins_of
@@ -173,20 +171,16 @@ class SoakConfig:
             raise ValueError(f"gather_pairs must be True or False, not {gather_pairs!r}")
         self.gather_pairs = gather_pairs and not nvls
 
-    def hardware(self):
-        """The plan dict :func:`plan_params` takes: with push space, one push resource of
-        ``push_capacity`` bytes per participant (as ``scin allreduce --mode push`` builds it, so
-        tb/test_system.py's cases on this hardware share the soak's simulator build)."""
-        hw = {"flit_width": 256, "endpoints": self.endpoints, "capacity": self.capacity,
-              "outstanding": self.waves, "one_way_latency": 90, "mem_latency": 40,
-              "mem_size": MEM_SIZE, "reorder": self.reorder}
-        if self.push_capacity:
-            hw["push_capacity"] = self.push_capacity
-        if self.trains > 1:
-            hw["trains"] = self.trains
-        if self.gather_pairs:
-            hw["gather_pairs"] = True
-        return hw
+    def system(self):
+        """The :class:`~scin.sim.system_config.SystemConfig` the soak runs on (the NVLS soak's is
+        :func:`.nvls_soak.hardware`), on the paper's link model: with push space, one push
+        resource of ``push_capacity`` bytes per participant (as ``scin allreduce --mode push``
+        builds it, so tb/test_system.py's cases on this hardware share the soak's simulator
+        build)."""
+        return SystemConfig(endpoints=self.endpoints, capacity=self.capacity,
+                            outstanding=self.waves, mem_size=MEM_SIZE, reorder=self.reorder,
+                            push_capacity=self.push_capacity, trains=self.trains,
+                            gather_pairs=self.gather_pairs)
 
 
 def _inputs(rng, dtype, n, elements):
@@ -480,7 +474,7 @@ def make_plan(cfg):
     soak's plan is :func:`.nvls_soak.make_nvls_plan`'s."""
     if cfg.nvls:
         raise ValueError("an NVLS soak's plan is make_nvls_plan's (scin.sim.nvls_soak)")
-    isa = plan_params(cfg.hardware()).isa
+    isa = cfg.system().params().isa
     rng = random.Random(cfg.seed)
     images = [[] for _ in range(cfg.endpoints)]
     colls, expected = [], []
@@ -522,7 +516,8 @@ def make_plan(cfg):
                       "no_barrier": entry["no_barrier"]})
         expected.append(entry)
         addr += window
-    plan = {**cfg.hardware(), "collectives": colls, "sync_resources": isa.sync_resources,
+    plan = {"hw": cfg.system().to_json(), "collectives": colls,
+            "sync_resources": isa.sync_resources,
             "timeout_cycles": 400_000}
     return plan, images, expected
 
@@ -532,10 +527,11 @@ def plan_coverage(plan, expected):
     ``plan`` and ``expected``, the collectives the soak runs and :func:`verify` checks): one hit
     per collective in the bin of each axis and cross; sizes are classed against the plan's flit
     and wave-table capacity."""
+    hw = plan["hw"]
     return collectives_coverage([(c["desc"], e) for c, e in
                                  zip(plan["collectives"], expected, strict=True)],
-                                endpoints=plan["endpoints"], flit_bytes=plan["flit_width"] // 8,
-                                capacity=plan["capacity"], push=bool(plan.get("push_capacity")))
+                                endpoints=hw["endpoints"], flit_bytes=hw["flit_width"] // 8,
+                                capacity=hw["capacity"], push=bool(hw["push_capacity"]))
 
 
 def collectives_coverage(pairs, *, endpoints, flit_bytes, capacity, push=False):
@@ -566,35 +562,22 @@ def run_soak(cfg, log=print):
     if cfg.nvls:
         from .nvls_soak import run_nvls_soak
         return run_nvls_soak(cfg, log=log)
-    from ..hdl.system import System
-    from .runner import verilog_for, run_cocotb, SimulationError
     plan, images, expected = make_plan(cfg)
-    params = plan_params(plan)
-    fb = params.fabric.flit_bytes
     n = cfg.endpoints
-    run_dir = Path(tempfile.mkdtemp(dir=_runs_dir(), prefix=f"soak-{cfg.seed}-"))
-    plan["run_dir"] = str(run_dir)
-    plusargs = []
-    for i in range(n):
-        hex_in = run_dir / f"ep{i}.in.hex"
-        write_memh(hex_in, [(a // fb, d) for a, d in images[i]], fb)
-        plusargs += [f"+scin_load_ep{i}={hex_in}", f"+scin_dump_ep{i}={run_dir / f'ep{i}.out.hex'}"]
-    plusargs += ["+scin_dump_lo=0", f"+scin_dump_hi={MEM_SIZE // fb}"]
-    started = time.monotonic()
     log(f"soak: {cfg.count} collectives, seed {cfg.seed}, {n} endpoints, {cfg.sim}; "
         f"building or reusing the system ...")
-    path = verilog_for(lambda: System(params), "system", repr(params))
     try:
-        run_cocotb(verilog_path=path, top="system", test_module="scin.sim.testbench.soak_bench",
-                   sim=cfg.sim, config=plan, test_dir=run_dir, seed=cfg.seed, quiet=True,
-                   plusargs=plusargs)
-    except SimulationError as exc:
-        progress = run_dir / "progress.json"
+        run = run_system(cfg.system(), "scin.sim.testbench.soak_bench",
+                         loads=dict(enumerate(images)), dump=Dump(0, MEM_SIZE), config=plan,
+                         sim=cfg.sim, seed=cfg.seed, prefix=f"soak-{cfg.seed}-")
+    except SystemRunError as exc:
+        progress = exc.run_dir / "progress.json"
         where = json.loads(progress.read_text()) if progress.exists() else {}
-        raise RuntimeError(f"the soak did not complete ({exc}); last state: {where}") from exc
-    wall = time.monotonic() - started
-    result = json.loads((run_dir / "soak.json").read_text())
-    memories = [read_memh(run_dir / f"ep{i}.out.hex", fb) for i in range(n)]
+        raise RuntimeError(f"the soak did not complete ({exc.__cause__}); "
+                           f"last state: {where}") from exc
+    wall, run_dir = run.wall_seconds, run.run_dir
+    result = run.read_json("soak.json")
+    memories = run.images
     summary = verify(expected, plan, result, memories)
     summary.update(seed=cfg.seed, count=cfg.count, endpoints=n, sim=cfg.sim,
                    wall_seconds=round(wall, 1), run_dir=str(run_dir),

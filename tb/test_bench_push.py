@@ -1,14 +1,12 @@
 """`scin bench-push` (scripts/bench_push.py): its points, checks, crossover, threshold and what it
 writes, from fake reports (no simulation)."""
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 
 from scin.scripts import bench_push
 from scin.scripts.cli import command_parser, main
-from scin.sim.allreduce import memory_map, plan_params
 
 
 def _args(*argv):
@@ -62,9 +60,7 @@ def test_pull_and_push_share_one_build_per_endpoint_count():
                 cfg = bench_push.config((n, "fp16", size, mode, 90, 40, 32768, 1))
                 assert (cfg.mode, cfg.push_capacity, cfg.capacity, cfg.outstanding) == \
                     (mode, 32768, 32768, 8)
-                plan = dataclasses.asdict(cfg)
-                plan.update(mem_size=memory_map(cfg)[1])
-                hw.add(repr(plan_params(plan)))
+                hw.add(cfg.system())
         assert len(hw) == 1
 
 

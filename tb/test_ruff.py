@@ -52,7 +52,6 @@ TODO = frozenset({
     "sim/formal/write_tags.py",
     "sim/hdl_coverage.py",
     "sim/nvls_run.py",
-    "sim/nvls_soak.py",
     "sim/runner.py",
     "sim/system_model.py",
     "sim/testbench/allreduce_bench.py",

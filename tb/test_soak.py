@@ -143,9 +143,9 @@ def test_every_bad_descriptor_kind_is_drawn_with_an_op_it_spoils():
     """The kinds in turn, each with an operation it applies to, and each a descriptor the ISA's
     check refuses (make_plan asserts that too); barriers get the kinds that spoil a barrier."""
     from scin.hdl.isa import check_descriptor
-    from scin.sim.allreduce import plan_params
-    plan, _, expected = make_plan(SoakConfig(count=60, seed=19, fault_rate=1, max_size=4 << 10))
-    isa = plan_params(plan).isa
+    cfg = SoakConfig(count=60, seed=19, fault_rate=1, max_size=4 << 10)
+    plan, _, expected = make_plan(cfg)
+    isa = cfg.system().params().isa
     bad = [(c, e) for c, e in zip(plan["collectives"], expected) if e["fault"] == "bad_desc"]
     # Every collective drawn with a fault: none drawn good, so none a PUSH that cannot push.
     assert not any(e["bad_kind"] in PUSH_BAD_KINDS for _, e in bad)
@@ -174,15 +174,14 @@ def test_plan_draws_every_mode_and_pushes_only_where_the_isa_takes_it():
     faulty descriptor with a barrier pulled; the PUSH descriptors that cannot push in turn, each
     refused for its push reason, with generation 0 (no barrier, no generation)."""
     from scin.hdl.isa import PushMode, check_descriptor, push_mode
-    from scin.sim.allreduce import plan_params
     from scin.sim.collective_check import mode_label
     # Seed 62: every operation is pushed somewhere, two pushes share resource 0 in a batch, and
     # the one PUSH that cannot push for its operation (a barrier's: barriers are a twelfth of
     # the draw) comes up.
-    plan, _, expected = make_plan(SoakConfig(count=60, seed=62, fault_rate=0.5,
-                                             max_size=16 << 10))
-    isa = plan_params(plan).isa
-    assert isa.push_resources == 1 and isa.push_capacity == plan["push_capacity"] == 16 << 10
+    cfg = SoakConfig(count=60, seed=62, fault_rate=0.5, max_size=16 << 10)
+    plan, _, expected = make_plan(cfg)
+    isa = cfg.system().params().isa
+    assert isa.push_resources == 1 and isa.push_capacity == plan["hw"]["push_capacity"] == 16 << 10
     assert {mode_label(e) for e in expected} == {"pull", "push", "auto:push", "auto:pull"}
     assert {e["op"] for e in expected if e["pushed"]} == set(PUSHABLE)
     for c, e in zip(plan["collectives"], expected):

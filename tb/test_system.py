@@ -9,11 +9,9 @@ would take Icarus hours. Push mode (docs/ISA.md, Push mode) runs on the soak's h
 has push space, so it adds no simulator build (``test_push_cases_share_the_soak_build``).
 """
 
-import dataclasses
-
 import pytest
 
-from scin.sim.allreduce import AllReduceConfig, memory_map, plan_params, run_allreduce
+from scin.sim.allreduce import AllReduceConfig, run_allreduce
 from scin.sim.soak import SoakConfig
 from scin.tb.simulators import needs_icarus
 
@@ -32,7 +30,7 @@ def check(report):
 #: reordered memory responses, one push resource of 16 KiB per participant, trains of 2 slots,
 #: in-place AllGathers of whole pages in pairs of ranks (``gather_pairs``).
 #: A case on it shares the soak's simulator build.
-SOAK_HARDWARE = {k: SoakConfig().hardware()[k]
+SOAK_HARDWARE = {k: SoakConfig().system().to_json()[k]
                  for k in ("capacity", "outstanding", "reorder", "push_capacity", "trains",
                            "gather_pairs")}
 
@@ -108,15 +106,14 @@ def test_push_cases_share_the_soak_build():
     AllGathers) builds the very system ``scin soak`` builds (the same parameters, so the same
     Verilog and simulator model; the 8-endpoint one, ``scin soak --endpoints 8``'s): push mode and
     the pairs add no build to the suite."""
-    soak = repr(plan_params(SoakConfig().hardware()))
+    soak = SoakConfig().system()
     cases = [{**c, **SOAK_HARDWARE}
              for c, _ in (*PUSH.values(), *ICARUS_PUSH.values(), *PAIRED.values())] + \
         [LARGE["fp16_reorder_random"], LARGE["int8_reorder_random"]]
-    soak8 = repr(plan_params(SoakConfig(endpoints=8).hardware()))
+    soak8 = SoakConfig(endpoints=8).system()
     for case in cases:
         cfg = AllReduceConfig(**case)
-        plan = {**dataclasses.asdict(cfg), "mem_size": memory_map(cfg)[1]}
-        assert repr(plan_params(plan)) == (soak8 if cfg.endpoints == 8 else soak), case
+        assert cfg.system() == (soak8 if cfg.endpoints == 8 else soak), case
 
 
 @pytest.mark.parametrize("sim, case", [
@@ -174,7 +171,7 @@ COLLECTIVES = {
                                           in_place=True),
     "allgather_int8_64KiB":          dict(op="allgather", dtype="int8", size=64 << 10),
     # Each rank's 4 scale bytes share a flit with the others' (at r * C / 32): the loader must
-    # place them at their bytes, not at the flit's start (sim.allreduce.flit_loads).
+    # place them at their bytes, not at the flit's start (sim.system_run.flit_loads).
     "allgather_int8_256B_in_place":  dict(op="allgather", dtype="int8", size=256, in_place=True),
     "broadcast_fp16_root3":          dict(op="broadcast", dtype="fp16", size=(64 << 10) + 64,
                                           root=3),

@@ -101,7 +101,7 @@ async def allreduce(dut):
         })
         dut._log.info("generation %d: %d cycles", generation, end_cycle - start_cycle)
         # Let the last flag writes' acknowledgements settle so the counters are final.
-        await ClockCycles(dut.clk, 4 * plan["one_way_latency"])
+        await ClockCycles(dut.clk, 4 * sp.one_way_latency)
 
     (run_dir / "timing.json").write_text(json.dumps({
         "replays": timings, "counters": counters(dut),

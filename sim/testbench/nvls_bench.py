@@ -18,7 +18,7 @@ from scin.hdl.codec import unpack
 from scin.hdl.endpoint.accelerator import EventKind, event_layout
 from scin.hdl.nvls.params import nvls_counters_layout
 
-from ..nvls_run import system_params
+from ..system_config import SystemConfig
 from .env import tb_config, start, read_int
 from .isa_program import load_program
 from .system_env import accelerator_streams, counters, switch_errors
@@ -28,7 +28,7 @@ from .streams import StreamSource
 @cocotb.test()
 async def nvls_program(dut):
     plan = tb_config()
-    params = system_params(plan["hw"])
+    params = SystemConfig.from_json(plan["hw"]).params()
     n = params.fabric.ports
     cmds, events, isa_load = accelerator_streams(dut, n)
     mc_load = StreamSource(dut, "mc_load")

@@ -135,7 +135,7 @@ async def soak(dut):
         if waited > budget:
             raise AssertionError(f"ordinary writes unacknowledged after {budget} cycles: sent "
                                  f"{writes_sent}, acknowledged {writes_done}")
-    await ClockCycles(dut.clk, 4 * plan["one_way_latency"])
+    await ClockCycles(dut.clk, 4 * sp.one_way_latency)
     (run_dir / "soak.json").write_text(json.dumps({
         "flags": {str(k[1]): v for k, v in flags.items() if isinstance(k, tuple)},
         "cycles": int(get_sim_time("ns") // CLOCK_PERIOD_NS),

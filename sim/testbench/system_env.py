@@ -5,7 +5,7 @@ JSON plan (``scin allreduce``, ``scin soak``), and reading its state at the end.
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..allreduce import plan_params
+from ..system_config import SystemConfig
 from .env import tb_config, start, read_int
 from .isa_program import read_counters
 from .streams import StreamSource, StreamSink
@@ -23,7 +23,8 @@ class SystemRun:
     plan : dict
         The plan the host side passed (``SCIN_TB_CONFIG``).
     params : SystemParams
-        The hardware parameters the plan describes (:func:`scin.sim.allreduce.plan_params`).
+        The hardware parameters the plan describes (``plan["hw"]``, a
+        :class:`~scin.sim.system_config.SystemConfig`).
     run_dir : Path
         Where the bench writes its results.
     cmds, events : list of StreamSource, list of StreamSink
@@ -45,7 +46,7 @@ async def start_system(dut):
     The memories are loaded and dumped through files (see hdl/endpoint/sim_ram.v); the stream
     backdoor stays idle (driven, so Icarus does not see Z on it)."""
     plan = tb_config()
-    params = plan_params(plan)
+    params = SystemConfig.from_json(plan["hw"]).params()
     cmds, events, isa_load = accelerator_streams(dut, params.fabric.ports)
     await start(dut)
     return SystemRun(plan, params, Path(plan["run_dir"]), cmds, events, isa_load)
