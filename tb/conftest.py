@@ -15,13 +15,14 @@ LONG_TESTS = [
     "tb/test_boards.py::test_ecp5_build_reports_utilisation_and_fmax",     # nextpnr, ~620-1000 s
     "tb/test_soak.py::test_two_groups_of_four_on_eight_ports",            # 8-port system, ~590 s
     "tb/test_nvls.py::test_reordered_responses_change_nvls_bits_not_scins",  # NVLS builds, ~450 s
-    "tb/test_nvls.py::test_ld_reduce_st_and_refusals[verilator]",         # NVLS system build, ~265 s
+    "tb/test_nvls.py::test_ld_reduce_st_and_refusals[verilator]",  # NVLS system build, ~265 s
     "tb/test_system.py::test_system_large",                               # two system builds
     "tb/test_soak.py::test_soak_short",
     "tb/test_faults.py::test_system_faults",
     "tb/test_datapath.py::test_datapath[icarus-",
     "tb/test_nvls_reducer.py::test_reducer[verilator-n8w256]",            # ~160 s
-    "tb/test_package.py",                                                 # six tops packaged and linted
+    # six tops packaged and linted
+    "tb/test_package.py",
     "tb/test_formal.py::test_property[credit_link_l3:cover]",            # ~50-60 s
     "tb/test_formal.py::test_property[contract_bridge]",                 # bmc to 10, ~40-80 s
     "tb/test_formal.py::test_property[write_tags]",                      # k-induction, ~33 s
@@ -63,7 +64,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(params=SIMULATORS)
 def sim(request):
-    """Run a test once per simulator; Icarus runs are skipped, with the reason, where it is absent."""
+    """Run a test once per simulator; Icarus runs are skipped, with the reason, where it is
+    absent."""
     if request.param == "icarus" and not have_icarus():
         pytest.skip(ICARUS_MISSING)
     return request.param

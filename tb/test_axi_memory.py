@@ -169,7 +169,8 @@ class Tb:
         contents = self.rng.randbytes(MEM_SIZE)
         load = StreamSource(self.dut, "load")
         wbits = (words - 1).bit_length()
-        load.send(*(i | int.from_bytes(contents[i * self.lanes:(i + 1) * self.lanes], "little") << wbits
+        lanes = self.lanes
+        load.send(*(i | int.from_bytes(contents[i * lanes:(i + 1) * lanes], "little") << wbits
                     for i in range(words)))
         await load.wait_idle(4 * words)
         return Reference(MEM_SIZE, self.lanes, contents)
@@ -195,8 +196,8 @@ def expect_transfer(ref, kind, addr, length, size, data=None):
     """The response and read data the reference gives an ``AxiMaster`` transfer, applying a
     write. A transfer is DECERR if any of its bursts is; only in-range bursts write."""
     resp, out = Resp.OKAY, bytearray()
-    for start, beats, lo, hi in master_bursts(addr, length, size):
-        r = ref.resp(start, beats - 1, size, Burst.INCR.value)
+    for first, beats, lo, hi in master_bursts(addr, length, size):
+        r = ref.resp(first, beats - 1, size, Burst.INCR.value)
         if r != Resp.OKAY:
             resp = r
         if kind == "write" and r == Resp.OKAY:
@@ -291,7 +292,7 @@ async def master_random(dut):
 
 def random_burst(rng, ref):
     """``(kind, addr, len, size, burst)``: a random legal or illegal burst."""
-    size_max, lanes = ref.size_max, ref.lanes
+    size_max = ref.size_max
     kind = rng.choices(["incr", "fixed", "wrap", "end", "illegal", "out", "cross", "page"],
                        [30, 12, 15, 10, 15, 8, 6, 4])[0]
     size = rng.choice([size_max, size_max] + list(range(size_max)))
@@ -311,7 +312,8 @@ def random_burst(rng, ref):
             addr = MEM_SIZE - rng.randrange(1, len_ + 1) * nb + offset
         elif kind == "page":   # crosses a 4 KB boundary (not allowed by AXI4): done linearly
             len_ = max(len_, 1)
-            addr = rng.randrange(1, MEM_SIZE // PAGE) * PAGE - rng.randrange(1, len_ + 1) * nb + offset
+            addr = (rng.randrange(1, MEM_SIZE // PAGE) * PAGE - rng.randrange(1, len_ + 1) * nb
+                    + offset)
         else:
             addr = MEM_SIZE + rng.randrange(PAGE)
         return kind, addr, len_, size, Burst.INCR.value
@@ -392,7 +394,8 @@ async def raw_bursts(dut):
             id = int(got.bid)
             assert expect_b.get(id), f"B for ID {id} with no write outstanding"
             resp, *what = expect_b[id].pop(0)   # same-ID order
-            assert Resp(int(got.bresp)) == resp, f"write {what}: B {int(got.bresp)}, expected {resp!r}"
+            assert Resp(int(got.bresp)) == resp, \
+                f"write {what}: B {int(got.bresp)}, expected {resp!r}"
 
         # Reads: all outstanding at once, then every R beat checked per ID, in order, contiguous.
         pending, seq = {}, 0
@@ -417,14 +420,16 @@ async def raw_bursts(dut):
                 order.append(cur[0])
             n, resp, words, what, cid, k = cur
             assert id == cid, f"read {what}: beat {k} interleaved with ID {id}"
-            assert Resp(int(got.rresp)) == resp, f"read {what} beat {k}: resp {int(got.rresp)}, expected {resp!r}"
+            assert Resp(int(got.rresp)) == resp, \
+                f"read {what} beat {k}: resp {int(got.rresp)}, expected {resp!r}"
             assert int(got.rdata) == words[k], f"read {what} beat {k}: data differs"
             assert int(got.rlast) == (k == len(words) - 1), f"read {what} beat {k}: rlast"
             cur = None if k == len(words) - 1 else (n, resp, words, what, cid, k + 1)
         overtaken += sum(1 for x, y in zip(order, order[1:]) if y < x)
         bursts_read += len(order)
 
-    dut._log.info("bursts by kind: %s; read bursts overtaken: %d of %d", kinds, overtaken, bursts_read)
+    dut._log.info("bursts by kind: %s; read bursts overtaken: %d of %d", kinds, overtaken,
+                  bursts_read)
     assert all(kinds.get(k) for k in ("incr", "fixed", "wrap", "end", "illegal", "out", "cross",
                                       "page")), kinds
     if cfg["reorder"]:

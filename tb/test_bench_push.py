@@ -1,8 +1,6 @@
 """`scin bench-push` (scripts/bench_push.py): its points, checks, crossover, threshold and what it
 writes, from fake reports (no simulation)."""
 
-from pathlib import Path
-
 import pytest
 
 from scin.scripts import bench_push

@@ -10,9 +10,10 @@ tb/test_endpoint.py do not take (docs/COVERAGE.md listed them as uncovered).
   packet framing is shown to survive.
 
 Top: ``FlatAxiBridge`` with cocotbext-axi's ``AxiRam`` as the memory, with reads of one page
-made to fail (answered ``SLVERR``, :data:`FAULT_PAGE`), the same build as ``tb/test_endpoint.py::test_bridge_axiram`` (one model per
-simulator for both files). Every stream and AXI channel pauses at random; the randomness is seeded
-and its seed logged (``SCIN_SEED`` replays).
+made to fail (answered ``SLVERR``, :data:`FAULT_PAGE`), the same build as
+``tb/test_endpoint.py::test_bridge_axiram`` (one model per simulator for both files). Every stream
+and AXI channel pauses at random; the randomness is seeded and its seed logged (``SCIN_SEED``
+replays).
 """
 
 import cocotb

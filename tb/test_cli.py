@@ -55,7 +55,8 @@ def test_every_command_is_in_the_cli_doc():
 def test_unknown_command_is_a_usage_error():
     code, out, err = run("nonesuch")
     assert code == 2 and out == ""
-    assert err.splitlines()[-1].startswith("scin: error: argument COMMAND: invalid choice: 'nonesuch'")
+    assert err.splitlines()[-1].startswith(
+        "scin: error: argument COMMAND: invalid choice: 'nonesuch'")
     assert "Traceback" not in err
 
 
@@ -75,7 +76,8 @@ def test_every_command_rejects_a_bad_option_in_one_line(name, capsys):
 def test_bad_option_value_is_one_line():
     code, out, err = run("allreduce", "--endpoints", "four")
     assert code == 2 and out == ""
-    assert err.splitlines()[-1] == "scin allreduce: error: argument --endpoints: invalid int value: 'four'"
+    assert err.splitlines()[-1] == ("scin allreduce: error: argument --endpoints: "
+                                    "invalid int value: 'four'")
 
 
 @pytest.mark.parametrize("exc, status, line", [
@@ -128,8 +130,9 @@ def test_rewrite_section_replaces_only_its_section(tmp_path):
     doc.write_text("# Perf\n\nintro\n\n<!-- bench:begin -->\nold\n<!-- bench:end -->\n\nnotes\n")
     rewrite_section(doc, "hops", "hop table")
     rewrite_section(doc, "bench", "table 2")
-    assert doc.read_text() == ("# Perf\n\nintro\n\n<!-- bench:begin -->\ntable 2\n<!-- bench:end -->"
-                               "\n\nnotes\n\n<!-- hops:begin -->\nhop table\n<!-- hops:end -->\n")
+    assert doc.read_text() == ("# Perf\n\nintro\n\n"
+                               "<!-- bench:begin -->\ntable 2\n<!-- bench:end -->\n\nnotes\n\n"
+                               "<!-- hops:begin -->\nhop table\n<!-- hops:end -->\n")
 
 
 @pytest.mark.parametrize("text", ["<!-- bench:begin -->\nno end\n",
@@ -156,8 +159,10 @@ def test_current_commit(tmp_path):
     (["allreduce", "--endpoints", "9"], "endpoints must be between 2 and 8"),
     (["allreduce", "--outstanding", "3"], "waves must divide the 8 slots"),
     (["verilog", "--out", "/tmp/x", "--block", "nonesuch"], "unknown block"),
-    (["collective", "--op", "broadcast", "--root", "4"], "root must be a rank between 0 and 3, not 4"),
-    (["collective", "--op", "allgather", "--root", "1"], "root is for broadcast and reduce, not allgather"),
+    (["collective", "--op", "broadcast", "--root", "4"],
+     "root must be a rank between 0 and 3, not 4"),
+    (["collective", "--op", "allgather", "--root", "1"],
+     "root is for broadcast and reduce, not allgather"),
     (["collective", "--op", "reduce-scatter", "--size", "48B"],
      "REDUCE_SCATTER shard of 24 elements is not a whole number of 32-byte flits"),
     (["collective", "--op", "barrier", "--in-place"], "a barrier moves no data"),
@@ -256,7 +261,8 @@ def test_allreduce_json_save_and_waves(tmp_path):
         q_in, q_out = np.load(tmp_path / f"ep{i}_in.npy"), np.load(tmp_path / f"ep{i}_out.npy")
         s_in, s_out = (np.load(tmp_path / f"ep{i}_in_scales.npy"),
                        np.load(tmp_path / f"ep{i}_out_scales.npy"))
-        assert (q_in.dtype, q_in.shape, q_out.dtype, q_out.shape) == (np.int8, (64,), np.int8, (64,))
+        assert (q_in.dtype, q_in.shape, q_out.dtype, q_out.shape) == \
+            (np.int8, (64,), np.int8, (64,))
         assert (s_in.dtype, s_in.shape, s_out.dtype) == (np.float16, (1,), np.float16)
     # Every endpoint holds the same result.
     assert all((np.load(tmp_path / f"ep{i}_out.npy") == q_out).all() for i in range(4))
@@ -337,7 +343,8 @@ def test_bench_dry_run_lists_the_sweep_and_rejects_bad_parts():
 
 def test_bench_op_part_lists_every_case_and_its_hop_trace():
     code, out, err = run("bench", "--dry-run", "--parts", "op", "--ops",
-                         "allgather:in-place,reduce,barrier", "--op-sizes", "64B,1MiB", "--root", "2")
+                         "allgather:in-place,reduce,barrier", "--op-sizes", "64B,1MiB",
+                         "--root", "2")
     assert code == 0, err
     lines = out.splitlines()
     # Two sizes of each data op, one barrier, then one hop trace per case.

@@ -82,7 +82,8 @@ def _check_packets(ep, fabric):
     for h in ep.reads_seen + ep.writes_seen:
         a, n = h["addr"], h["length"]
         assert a // 4096 == (a + n - 1) // 4096, f"port {ep.port}: {h} crosses a 4 KB page"
-        assert a % fb == 0 or a % fb + n <= fb, f"port {ep.port}: {h} is neither aligned nor in a flit"
+        assert a % fb == 0 or a % fb + n <= fb, \
+            f"port {ep.port}: {h} is neither aligned nor in a flit"
 
 
 def _written(ep, since):
@@ -260,7 +261,8 @@ async def faults_during_each_operation(dut):
         desc = None
         if inject is None:
             desc = dict(run.desc, **BAD[cfg["op"]])
-            assert check_descriptor({f: getattr(v, "value", v) for f, v in desc.items()}, params), desc
+            fields = {f: getattr(v, "value", v) for f, v in desc.items()}
+            assert check_descriptor(fields, params), desc
         else:
             inject()
         await run.run(dut, params, loader, desc)

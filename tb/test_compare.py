@@ -19,7 +19,8 @@ def _args(**kw):
 
 
 def test_points_skip_int8_below_a_block_and_cover_every_algorithm():
-    pts = compare.points(_args(endpoints="4", sizes="64B,4KiB", algorithms="scin-fp16,scin-int8,nvls"))
+    pts = compare.points(_args(endpoints="4", sizes="64B,4KiB",
+                               algorithms="scin-fp16,scin-int8,nvls"))
     got = {(p[0], p[1], p[2]) for p in pts}
     assert got == {("scin-fp16", 4, 64), ("nvls", 4, 64), ("scin-fp16", 4, 4096),
                    ("scin-int8", 4, 4096), ("nvls", 4, 4096)}
@@ -36,9 +37,12 @@ def test_bad_options_are_refused_with_the_option_named(argv, message, capsys):
 
 
 def test_speedups_and_section():
-    rows = [dict(algorithm="nvls", dtype="fp16", endpoints=4, size=4096, cycles=1000, commit="c"),
-            dict(algorithm="scin-fp16", dtype="fp16", endpoints=4, size=4096, cycles=500, commit="c"),
-            dict(algorithm="scin-int8", dtype="int8", endpoints=4, size=4096, cycles=400, commit="c")]
+    rows = [dict(algorithm="nvls", dtype="fp16", endpoints=4, size=4096, cycles=1000,
+                 commit="c"),
+            dict(algorithm="scin-fp16", dtype="fp16", endpoints=4, size=4096, cycles=500,
+                 commit="c"),
+            dict(algorithm="scin-int8", dtype="int8", endpoints=4, size=4096, cycles=400,
+                 commit="c")]
     compare.add_speedups(rows)
     assert [r["speedup_vs_nvls"] for r in rows] == [1.0, 2.0, 2.5]
     text = compare.section(rows, _args(command_line="scin compare"), 1.0, "bench")

@@ -36,7 +36,6 @@ MEMORY_TEST_SIZE = 1 << 14
 
 class MemoryTb:
     def __init__(self, dut, cfg, rng, quiet=False):
-        p = MEMORY_AXI
         self.dut, self.cfg, self.rng = dut, cfg, rng
         pz = (lambda salt: None) if quiet else (lambda salt: pauses(dut, cfg, salt))
         self.ar = StreamSource(dut, "axi__ar", pz("ar"))
@@ -274,7 +273,8 @@ async def bridge_scenarios(dut, tb, backdoor_write, backdoor_read, rng, decerr=T
     if decerr:
         t = tb.read(MEM_SIZE + 64, 128)
         (resp,) = await tb.wait(t)
-        assert tb.check(resp, opcode=Opcode.READ_RESP, status=Status.DECERR, length=128) == bytes(128)
+        assert tb.check(resp, opcode=Opcode.READ_RESP, status=Status.DECERR,
+                        length=128) == bytes(128)
 
 
 ENDPOINT_NAMES = {"req": "rx__0", "write": "rx__1", "rdata": "tx__2", "wresp": "tx__3"}
@@ -442,7 +442,8 @@ async def accelerator_packets(dut):
         assert by_tag[t]["kind"] == EventKind.WRITE_DONE and by_tag[t]["src"] == 2, by_tag[t]
     assert by_tag[0x53]["kind"] == EventKind.READ_DONE and by_tag[0x53]["value"] == xor_fold(data)
     assert by_tag[0x53]["length"] == 4096 and by_tag[0x53]["src"] == 1
-    assert by_tag[0x52]["kind"] == EventKind.WRITE_DONE and by_tag[0x52]["status"] == Status.SLVERR.value
+    assert by_tag[0x52]["kind"] == EventKind.WRITE_DONE
+    assert by_tag[0x52]["status"] == Status.SLVERR.value
     assert by_tag[0x51]["kind"] == EventKind.WRITE_DONE and by_tag[0x51]["inc"] == 1
 
     # WAIT_FLAG: the flag word at 0x3F04, expected generation 3.

@@ -50,14 +50,15 @@ async def allreduce_matches_golden_model(dut):
     mask = cfg.get("mask", (1 << ports) - 1)
     parts = [i for i in range(ports) if mask >> i & 1]
     flag_mode = FlagMode[cfg.get("flag_mode", "ACKED")]
-    desc = dict(op=Op.ALLREDUCE, dtype=DType[dtype.upper()], flag_mode=flag_mode, sync=cfg.get("sync", 0),
-                participants=mask, elements=elements, src_addr=SRC, dst_addr=DST,
-                src_scale_addr=SSRC, dst_scale_addr=SDST, flag_addr=FLAG,
+    desc = dict(op=Op.ALLREDUCE, dtype=DType[dtype.upper()], flag_mode=flag_mode,
+                sync=cfg.get("sync", 0), participants=mask, elements=elements, src_addr=SRC,
+                dst_addr=DST, src_scale_addr=SSRC, dst_scale_addr=SDST, flag_addr=FLAG,
                 mode=PushMode[cfg.get("mode", "PULL")])
     # What the participants do: push their inputs, or arrive (AUTO resolved as the ISA does).
     pushing = push_mode({k: getattr(v, "value", v) for k, v in desc.items()}, params) \
         == PushMode.PUSH
-    assert pushing == cfg.get("pushes", cfg.get("mode") == "PUSH"), "the case's mode is not what it says"
+    assert pushing == cfg.get("pushes", cfg.get("mode") == "PUSH"), \
+        "the case's mode is not what it says"
     load_program(loader, params, [desc])
     await loader.wait_idle()
 
@@ -76,7 +77,8 @@ async def allreduce_matches_golden_model(dut):
             else:
                 eps[i].arrive(desc["sync"])
         cycles = await wait_flags(dut, [eps[i] for i in parts], generation)
-        dut._log.info("generation %d: flags after %d cycles; counters %s", generation, cycles, counters(dut))
+        dut._log.info("generation %d: flags after %d cycles; counters %s", generation, cycles,
+                      counters(dut))
 
         golden = numerics.allreduce(dtype, data, scales)
         want_bytes, want_scales = golden.out_bytes, golden.scale_bytes
@@ -86,7 +88,8 @@ async def allreduce_matches_golden_model(dut):
                 a = np.frombuffer(got, np.uint8)
                 b = np.frombuffer(want_bytes, np.uint8)
                 bad = np.flatnonzero(a != b)
-                raise AssertionError(f"port {i}: {len(bad)} result bytes differ, first at byte {bad[0]}: "
+                raise AssertionError(f"port {i}: {len(bad)} result bytes differ, "
+                                     f"first at byte {bad[0]}: "
                                      f"got {a[bad[:8]]}, want {b[bad[:8]]}")
             if want_scales is not None:
                 gots = bytes(eps[i].mem[SDST:SDST + len(want_scales)])
@@ -220,7 +223,8 @@ async def bad_input_then_good(dut):
         (dict(good, sync=3, src_addr=SRC + 4, flag_addr=flag(4)), 3, 1, FlagStatus.ERROR),
         (dict(good, sync=9, flag_addr=flag(5)), None, 0, FlagStatus.ERROR),
         (dict(good, sync=2, dtype=DType.BF16, flag_addr=flag(6)), 2, 2, 0),
-        (dict(good, sync=0, elements=params.max_elements + 1, flag_addr=flag(7)), 0, 3, FlagStatus.ERROR),
+        (dict(good, sync=0, elements=params.max_elements + 1, flag_addr=flag(7)), 0, 3,
+         FlagStatus.ERROR),
         (dict(good, sync=1, flag_addr=flag(8)), 1, 2, 0),
     ]
     load_program(loader, params, [p[0] for p in program])
@@ -247,8 +251,10 @@ async def bad_input_then_good(dut):
                 break
             await RisingEdge(dut.clk)
         else:
-            raise AssertionError(f"descriptor {k}: flags {[hex(ep.flag(desc['flag_addr'])) for ep in flagged]}, "
-                                 f"want generation {generation} status {int(status)}; {counters(dut)}")
+            flags = [hex(ep.flag(desc['flag_addr'])) for ep in flagged]
+            raise AssertionError(f"descriptor {k}: flags {flags}, "
+                                 f"want generation {generation} status {int(status)}; "
+                                 f"{counters(dut)}")
         if data is not None:
             want = numerics.allreduce(desc["dtype"], data).out_bytes
             for i in parts:
@@ -295,8 +301,9 @@ async def groups_do_not_wait_for_each_other(dut):
                 break
             await RisingEdge(dut.clk)
         else:
-            raise AssertionError(f"flags {[hex(eps[i].flag(desc['flag_addr'])) for i in parts]} at "
-                                 f"{desc['flag_addr']:#x}, want generation {generation}; {counters(dut)}")
+            flags = [hex(eps[i].flag(desc['flag_addr'])) for i in parts]
+            raise AssertionError(f"flags {flags} at {desc['flag_addr']:#x}, "
+                                 f"want generation {generation}; {counters(dut)}")
         for i in parts:
             got = bytes(eps[i].mem[desc["dst_addr"]:desc["dst_addr"] + len(want)])
             assert got == want, f"port {i}: result at {desc['dst_addr']:#x} differs"
@@ -323,8 +330,8 @@ async def bad_arrivals_and_requests(dut):
     from scin.hdl.packet import Status
     params, ports, rng, eps, loader = await start_isa(dut)
     desc = dict(op=Op.ALLREDUCE, dtype=DType.FP16, flag_mode=FlagMode.ACKED, sync=0,
-                participants=(1 << ports) - 1, elements=tb_config()["elements"], src_addr=SRC, dst_addr=DST,
-                flag_addr=FLAG)
+                participants=(1 << ports) - 1, elements=tb_config()["elements"], src_addr=SRC,
+                dst_addr=DST, flag_addr=FLAG)
     load_program(loader, params, [desc])
     await loader.wait_idle()
     data, _ = make_inputs(rng, "fp16", ports, desc["elements"])
@@ -334,7 +341,8 @@ async def bad_arrivals_and_requests(dut):
     eps[0].arrive(params.sync_resources + 1, tag=7)           # no such resource
     eps[1].arrive(0, tag=1)
     eps[1].arrive(0, tag=2)                                    # twice in one generation
-    read = make_packet(params.fabric, opcode=Opcode.READ, inc=1, src=2, dst=2, addr=SRC, length=64, tag=3)
+    read = make_packet(params.fabric, opcode=Opcode.READ, inc=1, src=2, dst=2, addr=SRC,
+                       length=64, tag=3)
     eps[2].to_isa[MsgClass.REQ].send(*read)
     for _ in range(600):
         await RisingEdge(dut.clk)
@@ -342,7 +350,8 @@ async def bad_arrivals_and_requests(dut):
     assert (c["bad_arrivals"], c["dup_arrivals"], c["bad_requests"]) == (1, 1, 1), c
     bad_ack = [a for a in eps[0].acks if a["tag"] == 7]
     assert len(bad_ack) == 1 and bad_ack[0]["status"] == Status.DECERR.value, eps[0].acks
-    assert all(a["status"] == Status.OK.value for a in eps[1].acks) and len(eps[1].acks) == 2, eps[1].acks
+    assert all(a["status"] == Status.OK.value for a in eps[1].acks) and len(eps[1].acks) == 2, \
+        eps[1].acks
     # Only port 1 has arrived (twice): the barrier must still be open.
     assert all(ep.flag(FLAG) == 0 for ep in eps) and c["collectives"] == 0, c
     for i in (0, 2, 3):

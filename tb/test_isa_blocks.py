@@ -110,7 +110,8 @@ class Sink:
         valid = ctx.get(self.s.valid)
         payload = ctx.get(_value(self.s.payload))
         if self.waiting is not None:
-            assert valid and payload == self.waiting, "a payload changed or left before it was taken"
+            assert valid and payload == self.waiting, \
+                "a payload changed or left before it was taken"
         self.waiting = None
         if valid and self.ready:
             self.got.append(payload)
@@ -310,7 +311,7 @@ def test_table_manager_hands_out_slots_in_ring_order_and_frees_whole_waves(mode,
             take = mode == "eager" or rng.random() < 0.6
             release = reserved > 0 and (mode == "eager" or rng.random() < 0.5)
             end = release and rng.random() < 0.15
-            flush = cycle in (300, 301) 
+            flush = cycle in (300, 301)
             ctx.set(dut.alloc.ready, take)
             ctx.set(dut.release.release, release)
             ctx.set(dut.release.end, end)
@@ -495,8 +496,9 @@ def test_read_issuer_walks_each_operation_segment_by_segment(mode, train, pairs)
             for a, b in zip(heads, heads[1:]):
                 data_, scale_ = (a, b) if train == 1 else (b, a)
                 if kind(scale_) == ReadKind.SCALE.value:
-                    assert kind(data_) == ReadKind.DATA.value and scale_["tag"] == data_["tag"] ^ (
-                        read_tag(p, 0, ReadKind.SCALE, 0) ^ read_tag(p, 0, ReadKind.DATA, 0)), (a, b)
+                    tag_xor = read_tag(p, 0, ReadKind.SCALE, 0) ^ read_tag(p, 0, ReadKind.DATA, 0)
+                    assert kind(data_) == ReadKind.DATA.value, (a, b)
+                    assert scale_["tag"] == data_["tag"] ^ tag_xor, (a, b)
                     assert scale_["length"] == data_["length"] // 32, (a, b)
                     assert scale_["opcode"] == data_["opcode"], (a, b)
         assert ctx.get(dut.counters.slots) == issue == len(arms)
@@ -548,8 +550,9 @@ def test_read_issuer_stops_at_once_on_flush(flush_after):
             await _step(ctx, [alloc], [jobs] + reqs)
         for i in ranks(mask):
             kinds = [h["tag"] for h, _ in _packets(f, reqs[i].got)]
-            data = [t for t in kinds if unpack(read_tag_layout(p), t)["kind"] == ReadKind.DATA.value]
-            scale = [t for t in kinds if unpack(read_tag_layout(p), t)["kind"] == ReadKind.SCALE.value]
+            kind_of = [unpack(read_tag_layout(p), t)["kind"] for t in kinds]
+            data = [t for t, k in zip(kinds, kind_of) if k == ReadKind.DATA.value]
+            scale = [t for t, k in zip(kinds, kind_of) if k == ReadKind.SCALE.value]
             assert (len(data), len(scale)) == (flush_after, flush_after - 1), f"port {i}"
         assert len(jobs.got) == flush_after
 
@@ -667,7 +670,8 @@ def test_wave_table_stores_expected_responses_and_drops_stale_tags(mode):
         ctx.set(dut.arm.valid, 1)
         await ctx.tick()
         ctx.set(dut.arm.valid, 0)
-        assert [ctx.get(dut.rd.avail[i]) for i in range(f.ports)] == [0, p.slot_flits, 0, p.slot_flits]
+        assert [ctx.get(dut.rd.avail[i]) for i in range(f.ports)] == \
+            [0, p.slot_flits, 0, p.slot_flits]
         assert ctx.get(dut.rd.scales_done) == 0b1010          # nothing expected from ports 1, 3
         # Port 0's data arrives one flit at a time: avail follows it (cut-through).
         resp(0, data[0])
@@ -815,7 +819,8 @@ def test_feeder_cuts_through_only_arrived_flits(mode, dtype):
             rd_slot = ctx.get(dut.rd.slot)
             for i in range(f.ports):
                 ctx.set(dut.rd.avail[i], arrived.get((rd_slot, i), 0))
-            ctx.set(dut.rd.scales_done, sum(scales.get((rd_slot, i), 0) << i for i in range(f.ports)))
+            ctx.set(dut.rd.scales_done,
+                    sum(scales.get((rd_slot, i), 0) << i for i in range(f.ports)))
             for s in (jobs_in, wb_jobs, out):
                 s.drive(ctx)
             en, flit = ctx.get(dut.rd.en), ctx.get(dut.rd.flit)
@@ -1318,7 +1323,6 @@ def test_write_back_streams_slots_back_to_back():
     the next job is taken with the last flit of a slot (an IDLE cycle there cost every large
     collective 1 cycle in 130 per slot)."""
     p = IsaParams()
-    f = p.fabric
     dut = WriteBack(p)
     msg = dict(dtype=DType.FP16, mask=0b0001, bytes=0, src_addr=0, src_scale_addr=0,
                dst_addr=0x100000, dst_scale_addr=0)
@@ -1397,7 +1401,8 @@ def test_instruction_buffer_loads_and_hands_turns_round_each_resource():
         for a in (4, 0, 5):                           # the read port is synchronous
             ctx.set(dut.program.read_addr, a)
             await ctx.tick()
-            assert unpack(descriptor_layout(), ctx.get(_value(dut.program.desc)))["elements"] == 100 + a
+            desc = unpack(descriptor_layout(), ctx.get(_value(dut.program.desc)))
+            assert desc["elements"] == 100 + a
         assert await turns(ctx) == [1, 1, 0, 0, 0, 0]
         await advance(ctx, 0)                         # resource 0: 0 -> 2 -> 5 -> 0
         assert await turns(ctx) == [0, 1, 1, 0, 0, 0]

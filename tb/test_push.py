@@ -175,7 +175,8 @@ async def pushed_reduce_scatter(dut):
     for generation in (1, 2):
         data, scales = make_inputs(rng, dtype, ports, ports * c)
         for i in range(ports):
-            eps[i].push(params, 1, data[i].tobytes(), b"" if scales is None else scales[i].tobytes())
+            eps[i].push(params, 1, data[i].tobytes(),
+                        b"" if scales is None else scales[i].tobytes())
         cycle = await wait_generation(dut, eps, FLAG, generation)
         golden = numerics.reduce_scatter(dtype, data, scales)
         for r, ep in enumerate(eps):
@@ -282,7 +283,8 @@ RS_ICARUS = {"fp16_1056B": dict(elements=48), "int8_1KiB": dict(elements=64)}
                          + [("icarus", k) for k in RS_ICARUS])
 def test_pushed_reduce_scatter(sim, case):
     params = isa_params({})
-    cfg = dict(RS_CASES[case], stalls=sim == "verilator", **RS_ICARUS.get(case, {}) if sim == "icarus" else {})
+    icarus = RS_ICARUS.get(case, {}) if sim == "icarus" else {}
+    cfg = dict(RS_CASES[case], stalls=sim == "verilator", **icarus)
     path = verilog_for(lambda: Isa(params), "isa", repr(params))
     run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
                config=cfg, testcase="pushed_reduce_scatter")

@@ -182,7 +182,8 @@ PUSH = {
 
 def _posted(sw):
     """Make the switch model treat inc=1 WRITEs as the ISA does push WRITEs: taken, never
-    answered (posted); ``sw.pushed`` keeps their headers. Other WRITEs are acknowledged as before."""
+    answered (posted); ``sw.pushed`` keeps their headers. Other WRITEs are acknowledged as
+    before."""
     sw.pushed = []
     seen = sw._new_packets
 

@@ -194,14 +194,14 @@ def test_runtime_objects_are_compiled_once_per_configuration(tmp_path, build_roo
     """Two different models built the same way: the first compiles Verilator's runtime objects and
     stores them, the second reuses them (``make`` leaves them alone), and both run correctly. A
     build with tracing is configured differently, so it compiles its own."""
-    from scin.sim import verilator_runtime
     logs = []
     for step, waves in ((1, False), (3, False), (3, True)):
         verilog = counter_verilog(tmp_path, step, "x")
         runner.run_cocotb(verilog_path=verilog, top="counter", test_module=cocotb_module(__file__),
                           sim="verilator", testcase="counter_counts", config={"step": step},
                           waves=waves, quiet=True)
-        key = runner.build_key("verilator", "counter", runner.simulation_sources(verilog, "counter"),
+        key = runner.build_key("verilator", "counter",
+                               runner.simulation_sources(verilog, "counter"),
                                runner.build_flags("verilator"), waves=waves)
         logs.append((runner.build_dir_for("verilator", "counter", key) / "build.log").read_text())
     names = ["verilated.o", "verilated_vpi.o", "verilated_threads.o"]
@@ -210,4 +210,5 @@ def test_runtime_objects_are_compiled_once_per_configuration(tmp_path, build_roo
     assert not any(f"-o {n} " in logs[1] for n in names), "make compiled a reused object again"
     assert "compiled here" in logs[2]
     stored = sorted(p.name for p in (build_root / "verilator").glob("runtime-*"))
-    assert len(stored) == 2 and all((build_root / "verilator" / s / "stored").exists() for s in stored)
+    assert len(stored) == 2
+    assert all((build_root / "verilator" / s / "stored").exists() for s in stored)

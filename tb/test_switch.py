@@ -2,8 +2,8 @@
 TransportPort per port, so credits are modelled in HDL and the testbench only drives per-class
 packet streams at the endpoints and at the ISA side).
 
-Every endpoint sends to every other endpoint at once, in several classes, mixed with INC=1 packets to
-the ISA and ISA packets out to every endpoint, under idle cycles and backpressure. Every packet
+Every endpoint sends to every other endpoint at once, in several classes, mixed with INC=1 packets
+to the ISA and ISA packets out to every endpoint, under idle cycles and backpressure. Every packet
 must arrive whole, at the right place, in order per (source, class), with no error counted.
 """
 
@@ -43,10 +43,11 @@ async def switch_all_to_all(dut):
     rng = tb_rng(dut, "all")
     idle = lambda: pause_generator(cfg["src_mode"], rng)
     bp = lambda: pause_generator(cfg["snk_mode"], rng)
-    ep_tx = {(p, c): StreamSource(dut, f"ep_tx__{p}__{c}", idle()) for p in range(n) for c in classes}
-    isa_tx = {(p, c): StreamSource(dut, f"isa_tx__{p}__{c}", idle()) for p in range(n) for c in classes}
-    ep_rx = {(p, c): StreamSink(dut, f"ep_rx__{p}__{c}", bp()) for p in range(n) for c in classes}
-    isa_rx = {(p, c): StreamSink(dut, f"isa_rx__{p}__{c}", bp()) for p in range(n) for c in classes}
+    port_classes = [(p, c) for p in range(n) for c in classes]
+    ep_tx = {(p, c): StreamSource(dut, f"ep_tx__{p}__{c}", idle()) for p, c in port_classes}
+    isa_tx = {(p, c): StreamSource(dut, f"isa_tx__{p}__{c}", idle()) for p, c in port_classes}
+    ep_rx = {(p, c): StreamSink(dut, f"ep_rx__{p}__{c}", bp()) for p, c in port_classes}
+    isa_rx = {(p, c): StreamSink(dut, f"isa_rx__{p}__{c}", bp()) for p, c in port_classes}
 
     lengths = [0, 1, 37, 64, 200, params.max_payload]
     to_ep = {(q, c): {} for q in range(n) for c in classes}   # (q, c) -> {(inc, src): [packets]}
@@ -120,7 +121,8 @@ async def switch_latency(dut):
     await start(dut)
     c = MsgClass.REQ.value
     pkt = random_packet(params, tb_rng(dut, "latency"), c, src=0, dst=1, inc=0)
-    tx_valid, tx_payload = getattr(dut, f"ep_tx__0__{c}__valid"), getattr(dut, f"ep_tx__0__{c}__payload")
+    tx_valid = getattr(dut, f"ep_tx__0__{c}__valid")
+    tx_payload = getattr(dut, f"ep_tx__0__{c}__payload")
     rx_valid = getattr(dut, f"ep_rx__1__{c}__valid")
     tx_payload.value = pkt[0]
     tx_valid.value = 1

@@ -24,8 +24,7 @@ from scin.sim.runner import verilog_for, run_cocotb
 from scin.sim.tops import fabric
 from scin.sim.testbench.env import start, tb_config, tb_rng, read_int, cocotb_module
 from scin.sim.testbench.streams import StreamSource, StreamSink, pause_generator
-from scin.sim.testbench.traffic import (random_packet, split_packets, make_packet, header_of,
-                                        CLASS_OPCODE)
+from scin.sim.testbench.traffic import random_packet, split_packets, make_packet, header_of
 
 
 #: Narrow flits keep builds and simulations fast; the port logic does not depend on the width.
@@ -159,7 +158,8 @@ async def port_round_robin(dut):
     assert order.count("I") == 12 and order.count("C") == 12
     assert order in ("IC" * 12, "CI" * 12), f"not alternating packet by packet: {order}"
     for who in "IC":
-        order, times = await _arbitrate(dut, rng, 16 if who == "I" else 0, 16 if who == "C" else 0, 9)
+        order, times = await _arbitrate(dut, rng, 16 if who == "I" else 0,
+                                        16 if who == "C" else 0, 9)
         assert order == who * 16
         rate = (len(times) - 1) / (times[-1] - times[0])
         dut._log.info("%s alone: %.4f flits/cycle", who, rate)
@@ -222,7 +222,8 @@ async def port_bad_input(dut):
         src[c].send(*pkt)
         counts[kind] += 1
         send_good(c, 1)
-    ok_isa = make_packet(PARAMS, opcode=Opcode.WRITE, length=37, inc=1, dst=(1 << PARAMS.port_bits) - 1)
+    ok_isa = make_packet(PARAMS, opcode=Opcode.WRITE, length=37, inc=1,
+                         dst=(1 << PARAMS.port_bits) - 1)
     good[MsgClass.WRITE.value][0].append(ok_isa)
     src[MsgClass.WRITE.value].send(*ok_isa)
     for c in CLASSES:

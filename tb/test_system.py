@@ -18,7 +18,8 @@ from scin.tb.simulators import needs_icarus
 
 def check(report):
     bad = [e for e in report["per_endpoint"] if not e["match"]]
-    assert report["match"], f"endpoints {bad} differ from the golden model (run in {report['run_dir']})"
+    assert report["match"], \
+        f"endpoints {bad} differ from the golden model (run in {report['run_dir']})"
     assert report["status"] == report["expected_status"], report
     assert all(e["flag_generation"] == report.get("replays", len(report["replay_cycles"]))
                for e in report["per_endpoint"]), report["per_endpoint"]
@@ -118,7 +119,8 @@ def test_push_cases_share_the_soak_build():
 
 @pytest.mark.parametrize("sim, case", [
     *[pytest.param("verilator", case, id=f"verilator-{case}") for case in PUSH],
-    *[pytest.param("icarus", case, id=f"icarus-{case}", marks=needs_icarus) for case in ICARUS_PUSH]])
+    *[pytest.param("icarus", case, id=f"icarus-{case}", marks=needs_icarus)
+      for case in ICARUS_PUSH]])
 def test_system_push(sim, case):
     """Pushed collectives bit for bit: participants write their inputs into the ISA's space with
     posted WRITEs (REDUCE_SEND push) instead of arriving; the ISA sends no READ (``slots`` stays
@@ -142,7 +144,8 @@ def test_system_push(sim, case):
 
 @pytest.mark.parametrize("sim, case", [
     *[pytest.param("verilator", case, id=f"verilator-{case}") for case in SMALL],
-    *[pytest.param("icarus", case, id=f"icarus-{case}", marks=needs_icarus) for case in ICARUS_SMALL]])
+    *[pytest.param("icarus", case, id=f"icarus-{case}", marks=needs_icarus)
+      for case in ICARUS_SMALL]])
 def test_system_small(sim, case):
     cases = SMALL if sim == "verilator" else ICARUS_SMALL
     report = run_allreduce(AllReduceConfig(sim=sim, **cases[case]), log=lambda *_: None)

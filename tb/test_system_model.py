@@ -1,7 +1,7 @@
 """The calibrated system model (`scin.sim.system_model`), the LLM roofline (`scin.sim.llm`) and
 `scin study`: closed forms against hand-computed cases, the calibration round trip (bench.csv and
-compare.csv, push.csv), the model against every RTL point of the three, and monotonicity and limit checks. No
-RTL simulation: the whole file runs in seconds."""
+compare.csv, push.csv), the model against every RTL point of the three, and monotonicity and limit
+checks. No RTL simulation: the whole file runs in seconds."""
 
 import dataclasses
 import json

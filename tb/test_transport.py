@@ -81,8 +81,8 @@ async def transport_traffic(dut):
     await tb.drain(cfg["credits"])
     await ClockCycles(dut.clk, 20)
     for sink in tb.snk.values():
-        assert sum(1 for _ in sink.items) == sum(map(len, expected[("b" if sink.name[0] == "a" else "a",
-                                                                   int(sink.name[-1]))])), \
+        other = ("b" if sink.name[0] == "a" else "a", int(sink.name[-1]))
+        assert sum(1 for _ in sink.items) == sum(map(len, expected[other])), \
             f"{sink.name}: extra flits"
     tb.check_clean()
 
@@ -96,7 +96,8 @@ async def _measure(tb, classes, n_flits, credits, latency):
     for c in classes:
         flits = []
         while len(flits) < n_flits:
-            flits += make_packet(PARAMS, opcode=CLASS_OPCODE[MsgClass(c)].value, length=PARAMS.max_payload, payload_seed=len(flits))
+            flits += make_packet(PARAMS, opcode=CLASS_OPCODE[MsgClass(c)].value,
+                                 length=PARAMS.max_payload, payload_seed=len(flits))
         per_class[c] = flits
     await RisingEdge(dut.clk)
     cycle = 0
