@@ -59,8 +59,10 @@ class ScinULX3S85FPlatform(ULX3S_85F_Platform):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.add_resources([
-            Resource("scan_sin", 0, Pins("0+", dir="i", conn=("gpio", 0)), Attrs(IO_TYPE="LVCMOS33")),
-            Resource("scan_shift", 0, Pins("0-", dir="i", conn=("gpio", 0)), Attrs(IO_TYPE="LVCMOS33")),
+            Resource("scan_sin", 0, Pins("0+", dir="i", conn=("gpio", 0)),
+                     Attrs(IO_TYPE="LVCMOS33")),
+            Resource("scan_shift", 0, Pins("0-", dir="i", conn=("gpio", 0)),
+                     Attrs(IO_TYPE="LVCMOS33")),
             Resource("scan_sout", 0, Pins("1+", dir="o", conn=("gpio", 0)),
                      Attrs(IO_TYPE="LVCMOS33", DRIVE="4")),
         ])
@@ -78,7 +80,8 @@ def ecp5_pll_params(fin_mhz, fout_mhz):
     ValueError
         If no divider setting comes within 1% of ``fout_mhz``.
     """
-    if isinstance(fout_mhz, bool) or not (isinstance(fout_mhz, (int, float)) and 10 <= fout_mhz <= 400):
+    if (isinstance(fout_mhz, bool)
+            or not (isinstance(fout_mhz, (int, float)) and 10 <= fout_mhz <= 400)):
         raise ValueError(f"clock must be between 10 and 400 MHz (the EHXPLLL's output range), "
                          f"not {fout_mhz!r}")
     best = None
@@ -105,7 +108,8 @@ def ecp5_pll_params(fin_mhz, fout_mhz):
 
 
 class Ulx3sSwitchTop(Elaboratable):
-    """Top level of the ECP5 build: PLL, reset, :class:`ScanHarness` around :class:`~scin.hdl.scin_switch.ScinSwitch`.
+    """Top level of the ECP5 build: PLL, reset, :class:`ScanHarness` around
+    :class:`~scin.hdl.scin_switch.ScinSwitch`.
 
     Pins: ``clk25`` (board oscillator), ``scan_sin``, ``scan_shift``, ``scan_sout``; ``led[0]``
     shows PLL lock, ``led[1]`` the signature bit.

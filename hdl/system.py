@@ -76,9 +76,10 @@ class SystemParams:
         check_int("one_way_latency", self.one_way_latency, TRANSPORT_LATENCY + 1)
         check_int("mem_latency", self.mem_latency, MIN_LATENCY, 4096)
         check_power_of_two("mem_size", self.mem_size, 4096)
-        if not isinstance(self.mem_sizes, tuple) or self.mem_sizes and len(self.mem_sizes) != self.fabric.ports:
-            raise ValueError(f"mem_sizes must be empty or a tuple of {self.fabric.ports} sizes, one per "
-                             f"endpoint, not {self.mem_sizes!r}")
+        if (not isinstance(self.mem_sizes, tuple)
+                or self.mem_sizes and len(self.mem_sizes) != self.fabric.ports):
+            raise ValueError(f"mem_sizes must be empty or a tuple of {self.fabric.ports} sizes, "
+                             f"one per endpoint, not {self.mem_sizes!r}")
         for i, size in enumerate(self.mem_sizes):
             check_power_of_two(f"mem_sizes[{i}]", size, 4096)
         check_type("reorder", self.reorder, bool)
@@ -86,7 +87,8 @@ class SystemParams:
         if self.nvls is not None:
             check_type("nvls", self.nvls, NvlsParams)
             if self.nvls.fabric != self.fabric:
-                raise ValueError(f"nvls.fabric must be isa.fabric ({self.fabric}), not {self.nvls.fabric}")
+                raise ValueError(f"nvls.fabric must be isa.fabric ({self.fabric}), "
+                                 f"not {self.nvls.fabric}")
 
     @property
     def fabric(self):

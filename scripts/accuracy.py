@@ -64,7 +64,8 @@ def inq(x: np.ndarray) -> np.ndarray:
 
 
 def rq(x: np.ndarray) -> np.ndarray:
-    """Ring-quantized All-Reduce (reduce-scatter with requantization at every hop, then all-gather)."""
+    """Ring-quantized All-Reduce (reduce-scatter with requantization at every hop, then
+    all-gather)."""
     n_part, n = x.shape
     fixed = np.stack([fp16_to_fixed(row.view(np.uint16)) for row in x])
     n_blocks = -(-n // BLOCK)
@@ -83,7 +84,8 @@ def rq(x: np.ndarray) -> np.ndarray:
 
 def errors(y: np.ndarray, exact: np.ndarray) -> tuple[float, float]:
     d = y - exact
-    return float(np.linalg.norm(d) / np.linalg.norm(exact)), float(np.abs(d).max() / np.abs(exact).max())
+    return (float(np.linalg.norm(d) / np.linalg.norm(exact)),
+            float(np.abs(d).max() / np.abs(exact).max()))
 
 
 def study(participants, seeds, tokens, hidden, outliers, gain):
@@ -100,7 +102,8 @@ def study(participants, seeds, tokens, hidden, outliers, gain):
                 "fp16": allreduce("fp16", x).out.astype(np.float64),
             }
             b = float_to_bf16_bits(x.astype(np.float32))
-            exact_b = bf16_bits_to_float32(b).astype(np.float64).sum(axis=0)  # exact: span < 53 bits here
+            # exact: span < 53 bits here
+            exact_b = bf16_bits_to_float32(b).astype(np.float64).sum(axis=0)
             for mode in ("inq", "rq", "fp16"):
                 rows.append((mode, n_part, seed, *errors(results[mode], exact)))
             bf16 = bf16_bits_to_float32(allreduce("bf16", b).out)
@@ -118,7 +121,8 @@ def summarise(rows):
                 continue
             l2 = np.array([r[3] for r in sel])
             mx = np.array([r[4] for r in sel])
-            table.append({"mode": mode, "N": n_part, "seeds": len(sel), "rel_l2_median": float(np.median(l2)),
+            table.append({"mode": mode, "N": n_part, "seeds": len(sel),
+                          "rel_l2_median": float(np.median(l2)),
                           "rel_l2_min": float(l2.min()), "rel_l2_max": float(l2.max()),
                           "rel_max_median": float(np.median(mx))})
     return table
@@ -129,10 +133,12 @@ def markdown(table) -> str:
     lines = ["| mode | metric | " + " | ".join(f"N={n}" for n in ns) + " |",
              "| --- | --- | " + " | ".join("---" for _ in ns) + " |"]
     for mode in MODES:
-        for key, label in (("rel_l2_median", "rel. L2"), ("rel_max_median", "max abs err / max abs exact")):
+        for key, label in (("rel_l2_median", "rel. L2"),
+                           ("rel_max_median", "max abs err / max abs exact")):
             vals = {t["N"]: t[key] for t in table if t["mode"] == mode}
             if vals:
-                lines.append(f"| {mode} | {label} | " + " | ".join(f"{vals[n]:.3e}" for n in ns) + " |")
+                lines.append(f"| {mode} | {label} | "
+                             + " | ".join(f"{vals[n]:.3e}" for n in ns) + " |")
     return "\n".join(lines)
 
 
@@ -166,12 +172,16 @@ def plot(table, path: Path) -> None:
 def add_arguments(ap) -> None:
     """The options of ``scin accuracy``."""
     ap.add_argument("--participants", type=int, nargs="+", default=[2, 4, 8, 16], metavar="N")
-    ap.add_argument("--seeds", type=int, default=5, help="number of seeds (0..seeds-1); default %(default)s")
-    ap.add_argument("--tokens", type=int, default=64, help="rows of activations; default %(default)s")
+    ap.add_argument("--seeds", type=int, default=5,
+                    help="number of seeds (0..seeds-1); default %(default)s")
+    ap.add_argument("--tokens", type=int, default=64,
+                    help="rows of activations; default %(default)s")
     ap.add_argument("--hidden", type=int, default=4096, help="hidden size; default %(default)s")
     ap.add_argument("--outliers", type=int, default=8, help="outlier channels; default %(default)s")
-    ap.add_argument("--gain", type=float, default=50.0, help="outlier channel gain; default %(default)s")
-    ap.add_argument("--out-dir", type=Path, default=DOCS, help="where accuracy.csv/png go; default %(default)s")
+    ap.add_argument("--gain", type=float, default=50.0,
+                    help="outlier channel gain; default %(default)s")
+    ap.add_argument("--out-dir", type=Path, default=DOCS,
+                    help="where accuracy.csv/png go; default %(default)s")
     ap.add_argument("--no-plot", action="store_true", help="skip accuracy.png")
 
 
@@ -190,7 +200,8 @@ def run(args) -> int:
             w.writerow({k: (f"{v:.6e}" if isinstance(v, float) else v) for k, v in t.items()})
     if not args.no_plot:
         plot(table, args.out_dir / "accuracy.png")
-    print(f"# data: {args.tokens} x {args.hidden} per participant, {args.outliers} outlier channels x{args.gain:g}, "
+    print(f"# data: {args.tokens} x {args.hidden} per participant, "
+          f"{args.outliers} outlier channels x{args.gain:g}, "
           f"seeds 0..{args.seeds - 1}; median over seeds")
     print(markdown(table))
     return 0

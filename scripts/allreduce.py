@@ -17,9 +17,11 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(p):
     """The options of ``scin allreduce``."""
-    p.add_argument("--endpoints", type=int, default=4, help="endpoints / switch ports, 2-8 (default: 4)")
+    p.add_argument("--endpoints", type=int, default=4,
+                   help="endpoints / switch ports, 2-8 (default: 4)")
     p.add_argument("--dtype", choices=("fp16", "bf16", "int8"), default="fp16",
-                   help="element type; int8 is INQ: INT8 + one FP16 scale per 64 elements (default: fp16)")
+                   help="element type; int8 is INQ: INT8 + one FP16 scale per 64 elements "
+                        "(default: fp16)")
     p.add_argument("--size", default="4KiB",
                    help="message size in its 16-bit form (elements x 2 bytes) for every dtype, "
                         "e.g. 64B, 4KiB, 1MiB (default: 4KiB)")
@@ -27,8 +29,8 @@ def add_arguments(p):
                    help="simulator (default: verilator)")
     p.add_argument("--seed", type=int, default=1, help="random seed of the data (default: 1)")
     p.add_argument("--json", action="store_true",
-                   help="print one JSON object (match, endpoints, dtype, size_bytes, elements, cycles, "
-                        "latency_us, efficiency, status, per_endpoint, counters, ...)")
+                   help="print one JSON object (match, endpoints, dtype, size_bytes, elements, "
+                        "cycles, latency_us, efficiency, status, per_endpoint, counters, ...)")
     p.add_argument("--save", metavar="DIR",
                    help="write ep{i}_in.npy, ep{i}_out.npy (+ ep{i}_in_scales.npy, "
                         "ep{i}_out_scales.npy for int8) and report.json into DIR")
@@ -104,7 +106,8 @@ def run(args):
                           push_capacity=parse_size(args.push_capacity or "0"),
                           trains=args.trains,
                           gather_pairs=getattr(args, "gather_pairs", False))
-    log = (lambda *a, **k: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    log = ((lambda *a, **k: None) if args.json
+           else (lambda msg: print(msg, file=sys.stderr, flush=True)))
     report = run_allreduce(cfg, save=args.save, waves=args.waves, log=log)
     ok = report["match"] and report["status"] == report["expected_status"]
     if args.json:
@@ -154,5 +157,6 @@ def run(args):
         print(f"saved       {args.save}/ep*_in.npy, ep*_out.npy, report.json")
     cps = report.get("sim_cycles_per_second")
     print(f"result      {'PASS: every endpoint bit-exact with the golden model' if ok else 'FAIL'} "
-          f"({report['wall_seconds']:.1f} s wall" + (f"; simulation {cps:,} cycles/s" if cps else "") + ")")
+          f"({report['wall_seconds']:.1f} s wall"
+          + (f"; simulation {cps:,} cycles/s" if cps else "") + ")")
     return 0 if ok else 1

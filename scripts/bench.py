@@ -5,9 +5,10 @@ one progress line per run, and writes:
 
 * ``bench.csv``: one row per run (every parameter and every counter);
 * ``latency.png`` (latency against size, log-log), ``efficiency.png`` (efficiency against size,
-  with the link limit (128/129 at 256-bit flits) and the paper's 92.4% drawn in), ``waves.png`` (efficiency against
-  outstanding waves, the paper's wave-regulation experiment) and ``speedup.png`` (measured SCIN
-  against modelled NVLS and ring All-Reduce, :mod:`scin.sim.models`);
+  with the link limit (128/129 at 256-bit flits) and the paper's 92.4% drawn in), ``waves.png``
+  (efficiency against outstanding waves, the paper's wave-regulation experiment) and
+  ``speedup.png`` (measured SCIN against modelled NVLS and ring All-Reduce,
+  :mod:`scin.sim.models`);
 * a section of ``docs/PERFORMANCE.md`` between the ``bench`` markers: the table, the plots, the
   commit and every parameter.
 
@@ -72,8 +73,9 @@ def plan(args):
                 runs.append(dict(part="size", dtype=dtype, size=size, endpoints=4, **base))
     if "waves" in args.parts:
         for waves in _ints(args.waves):
-            runs.append(dict(part="waves", dtype="fp16", size=parse_size(args.waves_size), endpoints=4,
-                             capacity=parse_size(args.waves_capacity), outstanding=waves))
+            runs.append(dict(part="waves", dtype="fp16", size=parse_size(args.waves_size),
+                             endpoints=4, capacity=parse_size(args.waves_capacity),
+                             outstanding=waves))
     if "capacity" in args.parts:
         for cap in _sizes(args.capacities):
             slots = cap // 4096
@@ -318,12 +320,14 @@ def plot(rows, out, link):
                by_size("us"), ylog=True)
         figure("efficiency.png", "message size (bytes, 16-bit form)",
                "efficiency (16-bit size / time x link)", by_size("efficiency"),
-               hlines=limits + [(PAPER_EFFICIENCY, {"color": "r", "ls": ":"}, "paper prototype 92.4%")])
+               hlines=limits + [(PAPER_EFFICIENCY, {"color": "r", "ls": ":"},
+                                 "paper prototype 92.4%")])
     wave_rows = sorted((r for r in rows if r["part"] == "waves"), key=lambda r: r["waves"])
     if wave_rows:
         figure("waves.png", "outstanding waves k", "efficiency", lambda ax: ax.plot(
             [r["waves"] for r in wave_rows], [r["efficiency"] for r in wave_rows], marker="o",
-            label=f"fp16 {wave_rows[0]['size'] // 1024} KiB, table {wave_rows[0]['capacity'] // 1024} KiB"),
+            label=f"fp16 {wave_rows[0]['size'] // 1024} KiB, "
+                  f"table {wave_rows[0]['capacity'] // 1024} KiB"),
             hlines=limits)
     fp16 = [r for r in size_rows if r["dtype"] == "fp16"]
 
@@ -347,18 +351,24 @@ def section(rows, plots, args, elapsed, link, out_rel):
     merged = (" Rows of earlier runs were kept (`--merge`); each row's commit is in bench.csv."
               if args.merge else "")
     lines = ["## Sweep (`scin bench`)", "",
-             f"Command: `scin bench {' '.join(args.argv)}` (Verilator, commit(s) {', '.join(commits)}, "
-             f"{elapsed:.0f} s for this run, {args.seeds} seed(s) per point, median).{merged} One-way latency "
+             f"Command: `scin bench {' '.join(args.argv)}` (Verilator, "
+             f"commit(s) {', '.join(commits)}, "
+             f"{elapsed:.0f} s for this run, {args.seeds} seed(s) per point, median).{merged} "
+             f"One-way latency "
              f"{link.one_way_latency} cycles, memory read latency {link.mem_latency} cycles, "
-             f"{8 * link.flit_bytes}-bit flits at {CLOCK_MHZ} MHz, ORDERED flags. Efficiency = size / "
-             f"(cycles x {link.flit_bytes} B), size in its 16-bit form. NVLS and ring figures are **modelled** "
+             f"{8 * link.flit_bytes}-bit flits at {CLOCK_MHZ} MHz, ORDERED flags. "
+             f"Efficiency = size / "
+             f"(cycles x {link.flit_bytes} B), size in its 16-bit form. "
+             f"NVLS and ring figures are **modelled** "
              "(`scin.sim.models`, same link parameters); SCIN figures are **measured**.", "",
              "| part | dtype | size | endpoints | table | waves | cycles | us | efficiency | "
              "NVLS model (cycles) | ring model (cycles) | stall_slot | stall_data |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: "
+             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in (r for r in rows if r["part"] not in ("op", "trains")):
         lines.append(
-            f"| {r['part']} | {r['dtype']} | {r['size']} | {r['endpoints']} | {r['capacity'] // 1024} KiB "
+            f"| {r['part']} | {r['dtype']} | {r['size']} | {r['endpoints']} "
+            f"| {r['capacity'] // 1024} KiB "
             f"| {r['waves']} | {r['cycles']:.0f} | {r['us']:.2f} | {r['efficiency']:.3f} | "
             f"{nvls_cycles(r['size'], r['endpoints'], link):.0f} | "
             f"{ring_cycles(r['size'], r['endpoints'], link):.0f} | {r.get('c_stall_slot', '')} | "
@@ -377,15 +387,17 @@ def op_table(rows):
         return []
     lines = ["### The collective set (`--parts op`)", "",
              "fp16, 4 endpoints; `size` is the per-rank count (NCCL's `count`, `recvcount`, "
-             "`sendcount`) in bytes. The bound is the operation's one-link lower bound, the largest "
-             "buffer a rank sends or receives over its link / 32 B per cycle (docs/PERFORMANCE.md); "
-             "efficiency = bound / cycles.", "",
-             "| op | size | cycles | us | bound (cycles) | efficiency | stall_slot | stall_data | commit |",
+             "`sendcount`) in bytes. The bound is the operation's one-link lower bound, the "
+             "largest buffer a rank sends or receives over its link / 32 B per cycle "
+             "(docs/PERFORMANCE.md); efficiency = bound / cycles.", "",
+             "| op | size | cycles | us | bound (cycles) | efficiency | stall_slot | stall_data "
+             "| commit |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
         eff = r.get("efficiency")
         lines.append(f"| {case_name(r)} | {r['size']} | {r['cycles']:.0f} | {r['us']:.2f} | "
-                     f"{r['bound_cycles']:.0f} | {'-' if eff in (None, '') else format(eff, '.3f')} | "
+                     f"{r['bound_cycles']:.0f} | "
+                     f"{'-' if eff in (None, '') else format(eff, '.3f')} | "
                      f"{r.get('c_stall_slot', '')} | {r.get('c_stall_data', '')} | {r['commit']} |")
     return lines + [""]
 
@@ -459,9 +471,11 @@ def hop_section(cfgs, log=print):
         (barrier if cfg.op == "barrier" else data).append((cfg, report))
     fb = flit_bytes(cfgs[0])
     lines = [f"## Every operation hop by hop (`scin bench --parts op`, {cfgs[0].size} B per rank)",
-             "", f"Icarus (the same cycles as Verilator: the design is deterministic), commit "
-             f"{current_commit()}, {time.monotonic() - started:.0f} s. fp16, 4 endpoints, the latency "
-             "model of the tables above; each cell: measured cycles (floor), as in the All-Reduce's "
+             "", f"Icarus (the same cycles as Verilator: the design is deterministic), "
+             f"commit {current_commit()}, {time.monotonic() - started:.0f} s. "
+             "fp16, 4 endpoints, the latency "
+             "model of the tables above; each cell: measured cycles (floor), "
+             "as in the All-Reduce's "
              "hop table. The path follows the last arrival, the last result data to reach an "
              "endpoint back to the read response that gated it and that response's READ, then "
              "the last flag. A hop's floor is that of one packet; with several packets on a link "
@@ -474,13 +488,16 @@ def hop_section(cfgs, log=print):
         lines.append(f"| {name} | " + " | ".join(
             f"{r['hops'][j]['cycles']} ({r['hops'][j]['floor']})" for _, r in data) + " |")
     extra = [round(r["bound_cycles"]) - -(-c.data_bytes // fb) for c, r in data]
-    lines.append("| other packets on the busiest link | " + " | ".join(f"- ({e})" for e in extra) + " |")
-    totals = [(r["cycles"], sum(h["floor"] for h in r["hops"]) + e) for (_, r), e in zip(data, extra)]
+    lines.append("| other packets on the busiest link | "
+                 + " | ".join(f"- ({e})" for e in extra) + " |")
+    totals = [(r["cycles"], sum(h["floor"] for h in r["hops"]) + e)
+              for (_, r), e in zip(data, extra)]
     lines.append("| **total** | " + " | ".join(f"**{t}** ({fl})" for t, fl in totals) + " |")
     lines.append("| over the floor | " + " | ".join(f"{t - fl}" for t, fl in totals) + " |")
     for cfg, r in barrier:
         floor = sum(h["floor"] for h in r["hops"])
-        lines += ["", f"Barrier: **{r['cycles']}** cycles (floor {floor}, {r['cycles'] - floor} over): "
+        lines += ["", f"Barrier: **{r['cycles']}** cycles "
+                      f"(floor {floor}, {r['cycles'] - floor} over): "
                   + ", ".join(f"{h['hop']} {h['cycles']} ({h['floor']})" for h in r["hops"]) + "."]
     return "\n".join(lines)
 
@@ -492,12 +509,15 @@ def add_arguments(p):
     p.add_argument("--sizes", default=",".join(SIZES), help="message sizes (default: %(default)s)")
     p.add_argument("--large", action="store_true",
                    help=f"also run {', '.join(LARGE_SIZES)} (long: minutes per run)")
-    p.add_argument("--dtypes", default="fp16,int8", help="dtypes of the size sweep (default: %(default)s)")
+    p.add_argument("--dtypes", default="fp16,int8",
+                   help="dtypes of the size sweep (default: %(default)s)")
     p.add_argument("--capacity", default="32KiB",
-                   help="wave-table capacity per participant for the size sweeps (default: %(default)s)")
+                   help="wave-table capacity per participant for the size sweeps "
+                        "(default: %(default)s)")
     p.add_argument("--default-waves", type=int, default=8,
                    help="outstanding waves for the size sweeps (default: %(default)s)")
-    p.add_argument("--waves", default="1,2,4,8,16", help="outstanding waves to sweep (default: %(default)s)")
+    p.add_argument("--waves", default="1,2,4,8,16",
+                   help="outstanding waves to sweep (default: %(default)s)")
     p.add_argument("--waves-size", default="1MiB",
                    help="message size of the waves and capacity sweeps (default: %(default)s)")
     p.add_argument("--waves-capacity", default="64KiB",
@@ -514,7 +534,8 @@ def add_arguments(p):
     p.add_argument("--op-sizes", default=",".join(OP_SIZES),
                    help="per-rank sizes of the op sweep (default: %(default)s)")
     p.add_argument("--root", type=int, default=1,
-                   help="the root rank of the op sweep's broadcast and reduce (default: %(default)s)")
+                   help="the root rank of the op sweep's broadcast and reduce "
+                        "(default: %(default)s)")
     p.add_argument("--hop-size", default="64B",
                    help="the op sweep also traces every case hop by hop at this size on Icarus "
                         "(slow: about 2 minutes a case) and writes the op-hops section "
@@ -531,7 +552,8 @@ def add_arguments(p):
     p.add_argument("--out", default=str(REPO_ROOT / "docs" / "bench"),
                    help="directory for bench.csv and the plots (default: docs/bench)")
     p.add_argument("--doc", default=str(REPO_ROOT / "docs" / "PERFORMANCE.md"),
-                   help="document whose `bench` section is rewritten (default: docs/PERFORMANCE.md)")
+                   help="document whose `bench` section is rewritten "
+                        "(default: docs/PERFORMANCE.md)")
     p.add_argument("--merge", action="store_true",
                    help="keep the rows of the existing bench.csv that this run does not redo, so "
                         "parts can be run one at a time")

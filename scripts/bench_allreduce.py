@@ -43,8 +43,8 @@ def add_arguments(parser):
     parser.add_argument("--doc", default=str(REPO_ROOT / "docs" / "PERFORMANCE.md"),
                         help="document to update (default: docs/PERFORMANCE.md)")
     parser.add_argument("--hops", action="store_true",
-                        help="instead: trace fp16 64 B, 256 B, 1 KiB and 4 KiB hop by hop (Icarus) and "
-                             "write the hop table (between the hops markers)")
+                        help="instead: trace fp16 64 B, 256 B, 1 KiB and 4 KiB hop by hop "
+                             "(Icarus) and write the hop table (between the hops markers)")
 
 
 def run(args):
@@ -61,7 +61,8 @@ def run(args):
         for seed in range(1, args.seeds + 1):
             cfg = AllReduceConfig(dtype=dtype, size=size, seed=seed, one_way_latency=args.latency,
                                   mem_latency=args.mem_latency)
-            print(f"[{k + 1}/{len(args.cases)}] {dtype} {size} B seed {seed} ...", file=sys.stderr, flush=True)
+            print(f"[{k + 1}/{len(args.cases)}] {dtype} {size} B seed {seed} ...",
+                  file=sys.stderr, flush=True)
             report = run_allreduce(cfg, log=lambda *_: None)
             if not report["match"]:
                 print(f"MISMATCH in {case} seed {seed}: {report['run_dir']}", file=sys.stderr)
@@ -78,15 +79,20 @@ def run(args):
     prm = rows[0]["params"]
     lines = ["## All-Reduce on the 4-endpoint system (`scin bench-allreduce`)", "",
              f"Command: `scin bench-allreduce --seeds {args.seeds}` (Verilator, commit {commit}, "
-             f"{time.monotonic() - started:.0f} s). Paper latency model: one-way endpoint-to-switch "
-             f"latency {args.latency} cycles, endpoint memory read latency {args.mem_latency} cycles; "
+             f"{time.monotonic() - started:.0f} s). Paper latency model: one-way "
+             f"endpoint-to-switch latency {args.latency} cycles, endpoint memory read latency "
+             f"{args.mem_latency} cycles; "
              f"ISA wave table {prm['capacity'] // 1024} KiB per participant regulated as "
              f"{prm['outstanding']} waves; {prm['flag_mode'].upper()} completion flags; "
-             f"{prm['flit_width']}-bit flits at {CLOCK_MHZ:.0f} MHz. Latency (docs/PERFORMANCE.md, Latency): the last participant's first packet (its arrival) leaving its endpoint to "
-             f"last completion flag seen; efficiency = size / (cycles x {rows[0]['flit_bytes']} B), size in its 16-bit form "
+             f"{prm['flit_width']}-bit flits at {CLOCK_MHZ:.0f} MHz. "
+             "Latency (docs/PERFORMANCE.md, Latency): the last participant's first packet "
+             "(its arrival) leaving its endpoint to "
+             f"last completion flag seen; efficiency = size / "
+             f"(cycles x {rows[0]['flit_bytes']} B), size in its 16-bit form "
              "(INT8: the FP16-equivalent size). Median over seeds (the timing does not depend on "
              "the data).", "",
-             "| dtype | size | cycles | us | efficiency | hop floor (cycles) | stall_data | stall_slot | stall_tx | sim wall (s) |",
+             "| dtype | size | cycles | us | efficiency | hop floor (cycles) | stall_data "
+             "| stall_slot | stall_tx | sim wall (s) |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         c = r["counters"]
@@ -108,7 +114,8 @@ def hops_table(args):
     started = time.monotonic()
     reports = []
     for k, size in enumerate(HOP_SIZES):
-        print(f"[{k + 1}/{len(HOP_SIZES)}] tracing fp16 {size} on icarus ...", file=sys.stderr, flush=True)
+        print(f"[{k + 1}/{len(HOP_SIZES)}] tracing fp16 {size} on icarus ...",
+              file=sys.stderr, flush=True)
         cfg = AllReduceConfig(dtype="fp16", size=parse_size(size), sim="icarus", trace=True,
                               one_way_latency=args.latency, mem_latency=args.mem_latency)
         report = run_allreduce(cfg, log=lambda *_: None)
@@ -127,13 +134,16 @@ def hops_table(args):
              "the last arrival, then the participant whose data reached the ISA last, then the "
              "last flag. The floor of a hop is what the latency model makes unavoidable (one-way "
              "latency per crossing, the memory's latency, the read response's payload behind its "
-             "header, one cycle for the flag behind the data); a hop with floor 0 is the RTL's own.", "",
+             "header, one cycle for the flag behind the data); "
+             "a hop with floor 0 is the RTL's own.", "",
              "| hop | " + " | ".join(r["size_bytes"] and f"{r['size_bytes']} B" for r in reports)
              + " | covers |",
              "| --- | " + " | ".join("---:" for _ in reports) + " | --- |"]
     for j, (name, covers) in enumerate(HOP_NAMES):
-        lines.append(f"| {name} | " + " | ".join(f"{r['hops'][j]['cycles']} ({r['hops'][j]['floor']})"
-                                                  for r in reports) + f" | {covers} |")
+        lines.append(f"| {name} | "
+                     + " | ".join(f"{r['hops'][j]['cycles']} ({r['hops'][j]['floor']})"
+                                  for r in reports)
+                     + f" | {covers} |")
     total = lambda r, key: sum(h[key] for h in r["hops"])
     lines.append("| **total** | " + " | ".join(f"**{total(r, 'cycles')}** ({total(r, 'floor')})"
                                                for r in reports) + " | latency of the All-Reduce |")

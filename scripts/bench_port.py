@@ -108,9 +108,10 @@ def run(args):
         f"{' '.join(map(str, args.credits))} --runs {args.runs} --window {args.window}` "
         f"(Verilator; {elapsed:.0f} s including builds).",
         "",
-        "Setup: 4-port switch, a link of the given one-way latency and an endpoint transport port on "
-        "every port. Port 0's ISA TX queue is kept full of INC=1 packets while endpoints 1 and 2 send "
-        "INC=0 packets to port 0 through the core; endpoint 0 counts the flits it receives, in HDL. "
+        "Setup: 4-port switch, a link of the given one-way latency and an endpoint transport port "
+        "on every port. Port 0's ISA TX queue is kept full of INC=1 packets while endpoints 1 and "
+        "2 send INC=0 packets to port 0 through the core; endpoint 0 counts the flits it "
+        "receives, in HDL. "
         f"Packets are 1 header + {PAYLOAD_FLITS} payload flits. Figures are the median over "
         f"{args.runs} windows of {args.window} cycles after a {args.warmup}-cycle warm-up "
         "(the RTL is deterministic, so the windows agree closely). Flit width does not change "

@@ -25,7 +25,6 @@ every figure is a measured cycle count.
 """
 
 import csv
-import statistics
 import time
 from pathlib import Path
 
@@ -259,7 +258,8 @@ def add_arguments(p):
                    help="NVLS reduction-table entries (default: %(default)s, more than N x window "
                         "ever uses; the paper's 320 KiB per port would be 320)")
     p.add_argument("--entry-bytes", type=int, default=1024,
-                   help="NVLS ld_reduce packet and reduction entry (default: %(default)s, the paper's)")
+                   help="NVLS ld_reduce packet and reduction entry "
+                        "(default: %(default)s, the paper's)")
     p.add_argument("--out", default=str(REPO_ROOT / "docs" / "bench"),
                    help="directory of the CSV and plots (default: docs/bench)")
     p.add_argument("--doc", default=str(REPO_ROOT / "docs" / "COMPARISON.md"),

@@ -75,7 +75,8 @@ def report_markdown(outcomes, args, seconds, triage, commit=None):
         files.setdefault(o.mutant.file, []).append(o)
     lines = ["## Mutation score (`scin mutate`)", "",
              f"Command: `scin mutate --count {args.count} --seed {args.seed} --jobs {args.jobs} "
-             f"--doc` (commit {commit or current_commit()}, {seconds:.0f} s on {args.jobs} workers). "
+             f"--doc` (commit {commit or current_commit()}, {seconds:.0f} s "
+             f"on {args.jobs} workers). "
              f"Score: **{noticed} of {ran} mutants noticed ({noticed / max(ran, 1):.1%})**"
              + (f"; {len(outcomes) - ran} could not run" if ran < len(outcomes) else "") + ".",
              "", "Each mutant runs its file's tests (first tier); one that survives them runs the "

@@ -110,9 +110,9 @@ TRIAGE = {
     "hdl/isa/wave_table.py::WaveTable._port::"
     "slot_ok = (tag.slot < slots) if slots < (1 << p.slot_bits) else Const(1)"
     "::compare@11":
-        "equivalent: dead code for every legal configuration; `tag.slot < slots` is built only when "
-        "`slots` does not fill `slot_bits`, but `capacity` and `max_payload` are both powers of "
-        "two (IsaParams checks it), so `slots` always does and the check is the constant 1",
+        "equivalent: dead code for every legal configuration; `tag.slot < slots` is built only "
+        "when `slots` does not fill `slot_bits`, but `capacity` and `max_payload` are both powers "
+        "of two (IsaParams checks it), so `slots` always does and the check is the constant 1",
     "hdl/isa/wave_table.py::WaveTable._port::"
     "slot_ok = (tag.slot < slots) if slots < (1 << p.slot_bits) else Const(1)"
     "::compare@32":
@@ -254,7 +254,8 @@ def _node_mutants(path, source, node, shapes=frozenset()):
     """Every mutant of one expression node (not of its children); none of a constant in
     ``shapes`` (ids of the nodes that declare signal shapes)."""
     out = []
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _SWAPPED_COMPARE:
+    if (isinstance(node, ast.Compare) and len(node.ops) == 1
+            and type(node.ops[0]) in _SWAPPED_COMPARE):
         swapped = ast.Compare(node.left, [_SWAPPED_COMPARE[type(node.ops[0])]()], node.comparators)
         out.append(_mutant(path, source, node, "compare", ast.unparse(swapped)))
     operands = []
@@ -309,7 +310,8 @@ def sites(path, root=REPO_ROOT):
     shapes = _shape_nodes(tree)
     out = []
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_hardware_function(node):
+        if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and _is_hardware_function(node)):
             for stmt in node.body:
                 for child in ast.walk(stmt):
                     out += _node_mutants(path, source, child, shapes)
@@ -457,7 +459,8 @@ def run_tests(file, mutant=None, timeout=600, root=REPO_ROOT, tests=None):
         shutil.rmtree(scratch, ignore_errors=True)
     seconds = time.monotonic() - start
     output = result.stdout + result.stderr
-    tail = ([l for l in output.strip().splitlines() if l.strip()][-1:] or ["no output"])[0]
+    tail = ([line for line in output.strip().splitlines() if line.strip()][-1:]
+            or ["no output"])[0]
     if result.returncode == 0:
         return "survived", seconds, [], tail
     # 1: a test failed; 2: collection failed (the mutated code does not import or elaborate).

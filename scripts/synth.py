@@ -108,7 +108,8 @@ def synthesize(verilog_path, top, target, workdir=None, by_module=False):
     stat_name = report_name(top, target, by_module, "stat.json")
     stat_path = workdir / stat_name
     # A finished run on the same Verilog is reused: synthesis of the larger blocks takes minutes.
-    if stat_path.exists() and source.exists() and source.read_bytes() == Path(verilog_path).read_bytes():
+    if (stat_path.exists() and source.exists()
+            and source.read_bytes() == Path(verilog_path).read_bytes()):
         return _read_stat(stat_path, top, target)
     stat_path.unlink(missing_ok=True)
     shutil.copyfile(verilog_path, source)
@@ -138,7 +139,8 @@ def synthesize_by_module(verilog_path, top, target, workdir=None):
     stat = json.loads((workdir / report_name(top, target, True, "stat.json")).read_text())
     modules = {}
     for name, module in stat["modules"].items():
-        cells = {c.lstrip("$").lstrip("\\"): n for c, n in module.get("num_cells_by_type", {}).items()}
+        cells = {c.lstrip("$").lstrip("\\"): n
+                 for c, n in module.get("num_cells_by_type", {}).items()}
         modules[name.lstrip("\\")] = count_resources(target, cells)
     modules["total"] = total
     return modules
@@ -147,19 +149,22 @@ def synthesize_by_module(verilog_path, top, target, workdir=None):
 def _read_stat(stat_path, top, target):
     stat = json.loads(stat_path.read_text())
     design = stat.get("design") or stat["modules"][f"\\{top}"]
-    cells = {name.lstrip("$").lstrip("\\"): n for name, n in design.get("num_cells_by_type", {}).items()}
+    cells = {name.lstrip("$").lstrip("\\"): n
+             for name, n in design.get("num_cells_by_type", {}).items()}
     return count_resources(target, cells), cells
 
 
-# -- `scin synth` -----------------------------------------------------------------------------------
+# -- `scin synth` ----------------------------------------------------------------------------------
 
 def add_arguments(p):
     """The options of ``scin synth``."""
     from .export import fabric_arguments
     p.add_argument("--target", choices=("xcup", "ecp5", "ice40"), default="xcup",
-                   help="xcup: AMD UltraScale+ (the prototype's XCVU13P); ecp5; ice40 (default: xcup)")
+                   help="xcup: AMD UltraScale+ (the prototype's XCVU13P); ecp5; ice40 "
+                        "(default: xcup)")
     p.add_argument("--json", action="store_true",
-                   help='print one JSON object: {"target", "modules": {name: {lut, ff, bram36, dsp}}, "total"}')
+                   help='print one JSON object: '
+                        '{"target", "modules": {name: {lut, ff, bram36, dsp}}, "total"}')
     p.add_argument("--block", action="append", metavar="NAME",
                    help="only this block (repeatable; default: every synthesizable block)")
     p.add_argument("--by-module", action="store_true",
@@ -182,7 +187,8 @@ def run(args):
     for i, (name, (factory, _)) in enumerate(blocks.items()):
         if not args.json:
             print(f"[{i + 1}/{len(blocks)}] synthesizing {name} for {args.target}"
-                  f"{' (not flattened)' if args.by_module else ''} ...", file=sys.stderr, flush=True)
+                  f"{' (not flattened)' if args.by_module else ''} ...",
+                  file=sys.stderr, flush=True)
         start = time.monotonic()
         path = verilog_for(lambda: factory(params), name, repr(params))
         workdir = workdir_for(path, name, args.target)

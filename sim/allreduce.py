@@ -37,7 +37,8 @@ TRAFFIC_BYTES = 16 * 4096
 DTYPES = numerics.DTYPES
 #: The operations ``scin collective --op`` runs (the golden model's names) and barrier.
 OPS = numerics.OPS + ("barrier",)
-#: The descriptor's modes (:class:`~scin.hdl.isa.PushMode`), as ``scin collective --mode`` names them.
+#: The descriptor's modes (:class:`~scin.hdl.isa.PushMode`), as ``scin collective --mode`` names
+#: them.
 MODES = ("pull", "push", "auto")
 #: The push space per participant a push or auto run gets when it names none.
 DEFAULT_PUSH_CAPACITY = 32768
@@ -123,7 +124,8 @@ class CollectiveConfig:
             raise ValueError(f"size must be at most 64 MiB, not {self.size}")
         if self.flag_mode not in ("acked", "ordered"):
             raise ValueError(f"flag_mode must be 'acked' or 'ordered', not {self.flag_mode!r}")
-        if not isinstance(self.trains, int) or not 1 <= self.trains <= max(1, self.capacity // 4096):
+        if (not isinstance(self.trains, int)
+                or not 1 <= self.trains <= max(1, self.capacity // 4096)):
             raise ValueError(f"trains must be between 1 and the {self.capacity // 4096} slots of "
                              f"the wave table (capacity / 4 KiB), not {self.trains!r}")
         if not isinstance(self.gather_pairs, bool):

@@ -76,8 +76,9 @@ def run_program(hw, groups, commands, expect, *, loads=None, dump=(0, 0), descri
     groups : list of McGroup
         Loaded into the multicast table before any command.
     commands : dict
-        ``{endpoint: [command dict]}``, fields of :func:`~scin.hdl.endpoint.accelerator.command_layout`
-        (enum members or values); each endpoint's list runs in order from the first cycle.
+        ``{endpoint: [command dict]}``, fields of
+        :func:`~scin.hdl.endpoint.accelerator.command_layout` (enum members or values); each
+        endpoint's list runs in order from the first cycle.
     expect : dict
         ``{endpoint: n}``: the run ends when every endpoint has reported ``n`` events other than
         SENT (or fails after ``timeout_cycles``).

@@ -76,7 +76,8 @@ def code_digest(text):
         body = getattr(node, "body", None)
         if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                 and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
             node.body = body[1:] or [ast.Pass()]
     return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
 
@@ -232,8 +233,9 @@ def sim_variant(text):
     keeps ``X`` forever. Setting the register again with ``#0`` happens after every process has
     reached its first wait, so every block runs once. Blocks that assign only a constant, and so
     read nothing at all, become ``initial`` assignments: neither simulator ever runs them otherwise
-    (Verilator says so: ALWNEVER), which left e.g. a constant opcode field at 0. (``always_comb`` would also run at time 0,
-    but Icarus 11 widens its sensitivity to whole vectors, which made some blocks oscillate.)
+    (Verilator says so: ALWNEVER), which left e.g. a constant opcode field at 0. (``always_comb``
+    would also run at time 0, but Icarus 11 widens its sensitivity to whole vectors, which made
+    some blocks oscillate.)
     """
     text = re.sub(r"(reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;)",
                   r"\1\n  initial #0 \2 = 1;", text)
@@ -259,7 +261,8 @@ def _lean_verilator():
     class LeanVerilator(Verilator):
         def _build_command(self):
             cmds = super()._build_command()
-            cmds[0] = [arg for arg in cmds[0] if arg != "--public-flat-rw"] + ["--public-depth", "1"]
+            cmds[0] = ([arg for arg in cmds[0] if arg != "--public-flat-rw"]
+                       + ["--public-depth", "1"])
             return cmds
 
         def _execute_cmds(self, cmds, cwd, stdout=None):
@@ -271,8 +274,8 @@ def _lean_verilator():
                 key = verilator_runtime.runtime_key(self.build_dir, cmd, self.env)
                 seeded = verilator_runtime.seed(self.build_dir, root, key)
                 if stdout is not None:
-                    stdout.write(f"scin: runtime objects {key}: "
-                                 f"{'reused ' + ', '.join(seeded) if seeded else 'compiled here'}\n")
+                    how = "reused " + ", ".join(seeded) if seeded else "compiled here"
+                    stdout.write(f"scin: runtime objects {key}: {how}\n")
                     stdout.flush()
                 super()._execute_cmds([cmd], cwd, stdout)
                 verilator_runtime.store(self.build_dir, root, key)
@@ -307,7 +310,8 @@ def simulation_sources(verilog_path, top):
 def build_flags(sim):
     """The flags a ``sim`` build is made with (beyond cocotb's own): part of the build key."""
     if sim == "verilator":
-        flags = VERILATOR_WAIVERS + ["-O3", "--x-assign", "fast", "--x-initial", "fast", "--no-timing"]
+        flags = VERILATOR_WAIVERS + ["-O3", "--x-assign", "fast", "--x-initial", "fast",
+                                     "--no-timing"]
         # SCIN_COVERAGE=1: line and toggle coverage (sim/hdl_coverage.py), a model of its own.
         return flags + hdl_coverage.COVERAGE_FLAGS if hdl_coverage.enabled() else flags
     return []
@@ -391,12 +395,14 @@ def _build(runner, sim, top, sources, flags, waves):
 
 def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None, config=None,
                waves=False, test_dir=None, extra_env=None, quiet=False, plusargs=()):
-    """Build (once per :func:`build_key`) and run the cocotb tests in ``test_module`` against ``top``.
+    """Build (once per :func:`build_key`) and run the cocotb tests in ``test_module`` against
+    ``top``.
 
     ``config`` (JSON-serialisable) reaches the testbench as the ``SCIN_TB_CONFIG`` environment
-    variable; read it with :func:`scin.sim.testbench.env.tb_config`. With ``quiet`` the simulator's log goes
-    to ``sim.log`` in the test directory instead of standard output. ``plusargs`` go to the
-    simulator (e.g. the file backdoor of ``scin_sim_ram``). Returns the path of the results file.
+    variable; read it with :func:`scin.sim.testbench.env.tb_config`. With ``quiet`` the
+    simulator's log goes to ``sim.log`` in the test directory instead of standard output.
+    ``plusargs`` go to the simulator (e.g. the file backdoor of ``scin_sim_ram``). Returns the path
+    of the results file.
 
     Raises
     ------
@@ -416,7 +422,8 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
                            "install it (Debian: apt-get install iverilog) or use --sim verilator")
     setup_environment()
     runner = _lean_verilator() if sim == "verilator" else get_runner(sim)
-    build_dir = _build(runner, sim, top, simulation_sources(verilog_path, top), build_flags(sim), waves)
+    build_dir = _build(runner, sim, top, simulation_sources(verilog_path, top), build_flags(sim),
+                       waves)
     if test_dir is None:
         (BUILD_ROOT / "runs").mkdir(parents=True, exist_ok=True)
         test_dir = tempfile.mkdtemp(dir=BUILD_ROOT / "runs", prefix=f"{top}-{sim}-")
@@ -431,12 +438,13 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
     if sim == "verilator" and hdl_coverage.enabled():
         # Each run's counts in a file of its own under .build/coverage/, for `scin coverage`,
         # folded into its model's sum once the run has ended.
-        plusargs.append(hdl_coverage.data_plusarg(BUILD_ROOT, top, build_dir, test_module, testcase))
+        plusargs.append(hdl_coverage.data_plusarg(BUILD_ROOT, top, build_dir, test_module,
+                                                  testcase))
         coverage_data = plusargs[-1].removeprefix(hdl_coverage.DATA_PLUSARG)
     try:
         # The language is given: a runner whose build was skipped cannot guess it from its sources.
-        results = runner.test(test_module=test_module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
-                              testcase=testcase, seed=seed,
+        results = runner.test(test_module=test_module, hdl_toplevel=top,
+                              hdl_toplevel_lang="verilog", testcase=testcase, seed=seed,
                               extra_env=env, waves=waves, plusargs=plusargs, build_dir=build_dir,
                               test_dir=test_dir, results_xml=str(test_dir / "results.xml"),
                               timescale=TIMESCALE,

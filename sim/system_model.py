@@ -66,7 +66,8 @@ __all__ = ["Fabric", "RTL_FABRIC", "Calibration", "OPS", "MODES",
            "load_calibration", "validate", "read_bench_csv", "CALIBRATION_PATH",
            "nvlink_fabric", "NVLINK_HOP_S", "NVLINK_MEM_S", "NVLINK_ISA_HZ", "NVLINK_ATOMIC_S",
            "HOP_OWN", "nvls_ceiling", "read_compare_csv", "compare_model", "fit_compare",
-           "validate_compare", "compare_modelled", "COMPARE_CONSTANTS", "COMPARE_PATH", "NVLS_PACKET_BYTES",
+           "validate_compare", "compare_modelled", "COMPARE_CONSTANTS", "COMPARE_PATH",
+           "NVLS_PACKET_BYTES",
            "PUSH_PATH", "read_push_csv", "fit_push", "push_link_flits",
            "NVLS_WINDOW", "RING_SLICES", "rtl_fabric"]
 

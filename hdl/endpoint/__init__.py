@@ -10,6 +10,6 @@ from .endpoint import Endpoint
 
 
 __all__ = ["AxiParams", "Burst", "Resp", "axi_signature", "poll_signature", "FlatAxi", "AxiMemory",
-           "AxiBridge", "bridge_axi_params", "ReadTrainSplitter", "train_piece_bytes", "Accelerator",
-           "AccOp", "EventKind", "command_layout", "event_layout", "pattern_bytes", "xor_fold",
-           "FLAG_LAYOUT", "Endpoint"]
+           "AxiBridge", "bridge_axi_params", "ReadTrainSplitter", "train_piece_bytes",
+           "Accelerator", "AccOp", "EventKind", "command_layout", "event_layout", "pattern_bytes",
+           "xor_fold", "FLAG_LAYOUT", "Endpoint"]

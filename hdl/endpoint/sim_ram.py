@@ -45,7 +45,8 @@ class SimRam(wiring.Component):
         if not isinstance(depth, int) or depth < 2 or depth & (depth - 1):
             raise ValueError(f"depth must be a power of two of at least 2, not {depth!r}")
         if not isinstance(name, str) or not name.isidentifier():
-            raise ValueError(f"name must be an identifier (it names the backdoor plusargs), not {name!r}")
+            raise ValueError(f"name must be an identifier (it names the backdoor plusargs), "
+                             f"not {name!r}")
         self._width, self._depth, self._name = width, depth, name
         abits = exact_log2(depth)
         read = wiring.Signature({"addr": In(abits), "en": In(1, init=1), "data": Out(width)})
@@ -64,7 +65,8 @@ class SimRam(wiring.Component):
         m = Module()
         ports = {}
         for i, port in enumerate(self.read):
-            ports.update({f"i_r{i}_addr": port.addr, f"i_r{i}_en": port.en, f"o_r{i}_data": port.data})
+            ports.update({f"i_r{i}_addr": port.addr, f"i_r{i}_en": port.en,
+                          f"o_r{i}_data": port.data})
         m.submodules.storage = Instance(
             SIM_RAM_MODULE,
             p_WIDTH=self._width, p_DEPTH=self._depth, p_ABITS=exact_log2(self._depth),

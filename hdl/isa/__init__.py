@@ -5,8 +5,8 @@ Code outside ``hdl/isa`` imports from here only; the submodules are the ISA's in
 
 from .descriptor import (Op, FlagMode, FlagStatus, PushMode, ReadKind, IsaParams,
                          descriptor_layout, flag_layout, read_tag_layout, write_tag_layout,
-                         push_addr_layout, push_mode, push_input_bytes, check_descriptor, buffer_alignment,
-                         MAX_PORTS, MIN_TIMEOUT, WRITE_TAG_BITS, PUSH_OPS)
+                         push_addr_layout, push_mode, push_input_bytes, check_descriptor,
+                         buffer_alignment, MAX_PORTS, MIN_TIMEOUT, WRITE_TAG_BITS, PUSH_OPS)
 from .dtype import DType, DatapathStatus, BLOCK_ELEMENTS
 from .instruction_buffer import load_layout
 from .interfaces import counters_layout, COUNTER_BITS

@@ -3,7 +3,7 @@
 from amaranth.hdl import Module, Signal, Array, Mux, Const
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In
 
 from ..params import check_type
 from .descriptor import IsaParams, descriptor_layout
@@ -14,7 +14,8 @@ __all__ = ["InstructionBuffer", "load_layout"]
 
 
 def load_layout(params):
-    """One descriptor load: slot ``index``; ``last`` ends the program (its length is ``index + 1``)."""
+    """One descriptor load: slot ``index``; ``last`` ends the program (its length is
+    ``index + 1``)."""
     return data.StructLayout({"index": range(params.descriptors), "last": 1,
                               "desc": descriptor_layout()})
 

@@ -51,7 +51,8 @@ class BarrierHarness(wiring.Component):
     Covers: ``barrier_completes`` (every port arrived, the query complete for all of them and
     consumed), ``duplicate_then_complete`` (a barrier completes after a duplicate arrival at its
     resource), ``arrive_while_consumed`` (an arrival at the resource being consumed, in the same
-    cycle), ``second_generation`` (a resource's second barrier of every port completes), ``decerr_answered``.
+    cycle), ``second_generation`` (a resource's second barrier of every port completes),
+    ``decerr_answered``.
 
     Parameters
     ----------

@@ -118,7 +118,7 @@ class PacketArbiterHarness(wiring.Component):
         p.invariant(m, "pointer_is_owner", arb_open.probe("last") == owner)
         pointer = arb_open.probe("last")
         for k in range(n):
-            dist_to_pointer = Array((l - k) % n for l in range(n))[pointer]
+            dist_to_pointer = Array((p - k) % n for p in range(n))[pointer]
             for j in range(n):
                 if j != k:
                     p.invariant(m, "served_lie_before_pointer",

@@ -124,9 +124,9 @@ class OpenBlock(Elaboratable):
 
     The harness adds the :class:`OpenBlock` as a submodule *instead of* the block (the block is
     elaborated once, here), and reads internal signals with :meth:`probe`, only to state
-    invariants; a broken variant mutates the block with :meth:`tie`. A probe names a signal as Yosys does after flattening
-    (``queue0.level``: signal ``level`` of the block's submodule ``queue0``), and must name exactly
-    one signal that the block (or that submodule) assigns.
+    invariants; a broken variant mutates the block with :meth:`tie`. A probe names a signal as
+    Yosys does after flattening (``queue0.level``: signal ``level`` of the block's submodule
+    ``queue0``), and must name exactly one signal that the block (or that submodule) assigns.
 
     Parameters
     ----------

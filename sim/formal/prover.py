@@ -291,8 +291,8 @@ def checks(sets=PROPERTY_SETS):
         out.append(Check(s.name, params=params, engine=s.engine, depth=s.depth, expect="proved",
                          **common))
         cover_params = tuple(sorted({**s.params, **s.cover_params}.items()))
-        out.append(Check(f"{s.name}:cover", params=cover_params, engine="cover", depth=s.cover_depth,
-                         expect="reached", **common))
+        out.append(Check(f"{s.name}:cover", params=cover_params, engine="cover",
+                         depth=s.cover_depth, expect="reached", **common))
         for variant, (depth, must_fail) in s.broken.items():
             # Broken variants are checked on the specification alone (no invariants), so that
             # what fails is a promise of the block.
@@ -465,7 +465,7 @@ def _solve(check, workdir, env):
 
 
 def _tail(log):
-    lines = [l for l in log.strip().splitlines() if l.strip()]
+    lines = [line for line in log.strip().splitlines() if line.strip()]
     return lines[-1].strip("# ") if lines else "no output from smtbmc"
 
 

@@ -42,8 +42,8 @@ class WaveTableHarness(wiring.Component):
     worth, and its ``last`` flit ends it (its kind is then no longer expected: a second response
     is a duplicate). Arming a slot starts it afresh: the rest of a packet being stored into it
     (a response longer than a slot, whose slot the feeder has already taken as complete) is
-    dropped, so it can neither end nor fill the new use of the slot. Everything else is a late (another issue number), duplicate, unknown or
-    otherwise bad response, dropped whole.
+    dropped, so it can neither end nor fill the new use of the slot. Everything else is a late
+    (another issue number), duplicate, unknown or otherwise bad response, dropped whole.
 
     Specification:
 

@@ -44,8 +44,9 @@ class WriteTagsHarness(wiring.Component):
     * ``rest_counted``: ``counters.unknown_wresps`` counts exactly the headers that do not hit
       (modulo 2**32).
     * ``entries_match``: ``free`` is high exactly when entry ``tag.index`` is free at every port
-      (whatever ``mask``: a port outside it may still owe the entry's previous write), and ``outstanding`` exactly when some entry is outstanding somewhere: an
-      accepted response frees its own entry and a rejected one frees none.
+      (whatever ``mask``: a port outside it may still owe the entry's previous write), and
+      ``outstanding`` exactly when some entry is outstanding somewhere: an accepted response frees
+      its own entry and a rejected one frees none.
     * ``tag_counts_starts``: ``tag`` is the number of ``start`` pulses, modulo 2**tag_width.
     * ``error_on_bad_status``: ``error`` is set by a hit whose status is not ``OK`` and cleared
       by ``clear_error`` (which wins), and by nothing else.

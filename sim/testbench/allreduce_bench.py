@@ -90,7 +90,8 @@ async def allreduce(dut):
                               len(parts), counters(dut))
         else:
             raise AssertionError(f"generation {generation}: only {len(flags)} of {len(parts)} "
-                                 f"completion flags after {budget} cycles; ISA counters {counters(dut)}")
+                                 f"completion flags after {budget} cycles; "
+                                 f"ISA counters {counters(dut)}")
         start_cycle = max(sent.values())
         end_cycle = max(ev["cycle"] for ev in flags.values())
         timings.append({

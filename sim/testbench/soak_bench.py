@@ -93,7 +93,8 @@ async def soak(dut):
                 waited += STEP
                 if waited > budget:
                     raise AssertionError(
-                        f"collective {k}: endpoint {i} saw no completion flag after {budget} cycles "
+                        f"collective {k}: endpoint {i} saw no completion flag "
+                        f"after {budget} cycles "
                         f"(flags so far {flags.get(k % tag_mask)}; ISA counters {counters(dut)})")
             # The flag seen belongs to this collective: keep it under k (tags can wrap).
             flags.setdefault(("k", k), {})[i] = flags[k % tag_mask].pop(i)

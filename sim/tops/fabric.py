@@ -6,10 +6,10 @@ re-elaborates the models built on these tops (and nothing else).
 """
 
 from amaranth.hdl import Module, Signal, Cat, Mux
-from amaranth.lib import wiring, data
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ...hdl.packet import NUM_CLASSES, FabricParams
+from ...hdl.packet import NUM_CLASSES
 from ...hdl.transport import TransportPort, Link, packet_signature
 
 
