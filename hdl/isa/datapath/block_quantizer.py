@@ -16,7 +16,7 @@ __all__ = ["BlockQuantizer"]
 _FP16_QNAN, _FP16_INF, _FP16_MAX = 0x7E00, 0x7C00, 0x7BFF
 _BF16_QNAN, _BF16_INF = 0x7FC0, 0x7F80
 _MAG_WIDTH = SUM_WIDTH - 1   # |V| < 2**51
-_DIV_CHUNK = 7               # quotient bits of 2M/127 per pipeline stage (the critical path)
+_DIV_CHUNK = 3               # quotient bits of 2M/127 per pipeline stage (3 steps: ~9 logic levels)
 _LANE_MAG_WIDTH = 45         # FP16/BF16: |T| < 8 * 2**40
 _X_PAD = 11                  # zero bits below |V| before the output shifter (see Q1)
 #: floor(2**20 / D') for D' = 1024 + i: the reciprocals of the normalised scale significands.
@@ -119,14 +119,18 @@ class BlockQuantizer(wiring.Component):
         m.d.comb += [en_a.eq(~a_valid | can_write), self.i.ready.eq(en_a)]
         with m.If(en_a):
             m.d.sync += a_valid.eq(self.i.valid)
-        a_s = register(m, en_a, ip, "a_s")   # its sums are unused (a_mag, a_neg below)
+        # Its sums are unused (a_mag, a_neg below).
+        a_s = register(m, en_a, ip, "a_s", reset_less=True)
         mags = [wire(m, negate_if(ip.sum[lane].as_unsigned(), ip.sum[lane][-1])[:_MAG_WIDTH],
                      f"mag_l{lane}") for lane in range(l8)]
-        a_mag = [register(m, en_a, v, f"a_mag_l{lane}") for lane, v in enumerate(mags)]
-        a_neg = register(m, en_a, Cat(*(ip.sum[lane] < 0 for lane in range(l8))), "a_neg")
+        a_mag = [register(m, en_a, v, f"a_mag_l{lane}", reset_less=True)
+                 for lane, v in enumerate(mags)]
+        a_neg = register(m, en_a, Cat(*(ip.sum[lane] < 0 for lane in range(l8))), "a_neg",
+                         reset_less=True)
 
         # Two levels of the lane max tree before the register, the rest after it.
-        partial = [register(m, en_a, v, f"a_max_{j}", shape=_MAG_WIDTH)
+        partial = [register(m, en_a, v, f"a_max_{j}", shape=_MAG_WIDTH,
+                            reset_less=True)
                    for j, v in enumerate(_max_tree(m, mags, "lmax", levels=2))]
         flit_max = wire(m, _max_tree(m, partial, "fmax")[0], "flit_max")
 
@@ -162,8 +166,8 @@ class BlockQuantizer(wiring.Component):
         :meth:`elaborate`), and it runs while the block's flits wait in the data FIFO, so the sums
         never ride through the division."""
         one = Const(1, 1)
-        # c1..c8: 2M / 127 by long division, _DIV_CHUNK quotient bits per stage. The remainder
-        # stays below 127, so each step is an 8-bit compare-and-subtract.
+        # c1..c18: 2M / 127 by long division, _DIV_CHUNK quotient bits per stage. The remainder
+        # stays below 127, so each step is an 8-bit compare-and-subtract (two or three LUTs deep).
         num = Cat(Const(0, 1), block["m"])
         nbits = len(num)
         rem = Const(0, 7)
@@ -180,10 +184,10 @@ class BlockQuantizer(wiring.Component):
                 rem = wire(m, Mux(ge, r2 - 127, r2)[:7], f"div_rem_{pos}")
                 bits[pos] = ge
             quo = Cat(*(bits.get(pos, quo[pos]) for pos in range(nbits)))
-            rem = register(m, one, rem, f"div_rem_c{stage}", shape=7)
-            quo = register(m, one, quo, f"div_quo_c{stage}", shape=nbits)
+            rem = register(m, one, rem, f"div_rem_c{stage}", shape=7, reset_less=True)
+            quo = register(m, one, quo, f"div_quo_c{stage}", shape=nbits, reset_less=True)
             if lo > 0:
-                num = register(m, one, num[:lo], f"div_num_c{stage}", shape=lo)
+                num = register(m, one, num[:lo], f"div_num_c{stage}", shape=lo, reset_less=True)
                 num = Cat(num, Const(0, nbits - lo))
             info = _ride(m, info, stage, tag="c")
             hi = lo - 1
@@ -365,8 +369,10 @@ class BlockQuantizer(wiring.Component):
 
 
 def _ride(m, values, stage, en=Const(1, 1), tag="s"):
-    """Register every value of ``values`` (a dict) on ``en``, named ``{key}_{tag}{stage}``."""
-    return {k: register(m, en, v, f"{k}_{tag}{stage}") for k, v in values.items()}
+    """Register every value of ``values`` (a dict) on ``en``, named ``{key}_{tag}{stage}``; only
+    ``valid`` is reset."""
+    return {k: register(m, en, v, f"{k}_{tag}{stage}", reset_less=k != "valid")
+            for k, v in values.items()}
 
 
 def _max_tree(m, values, tag, levels=None):

@@ -142,7 +142,8 @@ class TreeReducer(wiring.Component):
             e_max.append(es[0])
             offset.append(wire(m, Mux(is_bf16, 40 - es[0], 8), f"offset1_l{lane}",
                                shape=signed(10)))
-        exps = [register(m, en, e, f"emax1_l{lane}", shape=8) for lane, e in enumerate(e_max)]
+        exps = [register(m, en, e, f"emax1_l{lane}", shape=8, reset_less=True)
+                for lane, e in enumerate(e_max)]
         base, amount, q, ssig, ssh = {}, {}, {}, {}, {}
         for p in range(n):
             part = parts[p]
@@ -153,12 +154,14 @@ class TreeReducer(wiring.Component):
                 # 2**k - 1 with k = 8 - a, for 0 < a < 8 (b < 0 only).
                 bias = Mux((a < 8) & (b < 0), Const(0x7F, 7) >> (a[:3] - 1)[:3], 0)
                 base[p, lane] = register(m, en, Mux(a <= 0, 0, b + bias), f"base1_p{p}_l{lane}",
-                                         shape=signed(BASE_WIDTH))
-                amount[p, lane] = register(m, en, a[:6], f"amount1_p{p}_l{lane}", shape=6)
+                                         shape=signed(BASE_WIDTH), reset_less=True)
+                amount[p, lane] = register(m, en, a[:6], f"amount1_p{p}_l{lane}", shape=6,
+                                           reset_less=True)
             for lane in range(l16, l8):
-                q[p, lane] = register(m, en, part.q[lane - l16], f"q1_p{p}_l{lane}")
-            ssig[p] = register(m, en, part.ssig, f"ssig1_p{p}")
-            ssh[p] = register(m, en, part.ssh, f"ssh1_p{p}")
+                q[p, lane] = register(m, en, part.q[lane - l16], f"q1_p{p}_l{lane}",
+                                         reset_less=True)
+            ssig[p] = register(m, en, part.ssig, f"ssig1_p{p}", reset_less=True)
+            ssh[p] = register(m, en, part.ssh, f"ssh1_p{p}", reset_less=True)
         return exps, {"base": base, "amount": amount, "q": q, "ssig": ssig, "ssh": ssh}
 
     def _terms(self, m, ride, ops):
@@ -205,13 +208,14 @@ class TreeReducer(wiring.Component):
                 out = []
                 for j in range(0, len(ops) - 1, 2):
                     out.append(register(m, en, ops[j] + ops[j + 1], f"add{stage}_l{lane}_{j}",
-                                        shape=signed(SUM_WIDTH)))
+                                        shape=signed(SUM_WIDTH), reset_less=True))
                 if len(ops) % 2:
                     out.append(register(m, en, ops[-1], f"add{stage}_l{lane}_{len(ops) - 1}",
-                                        shape=signed(SUM_WIDTH)))
+                                        shape=signed(SUM_WIDTH), reset_less=True))
                 nxt.append(out)
             levels = nxt
-            exps = [register(m, en, e, f"emax{stage}_l{lane}", shape=8) for lane, e in enumerate(exps)]
+            exps = [register(m, en, e, f"emax{stage}_l{lane}", shape=8, reset_less=True)
+                    for lane, e in enumerate(exps)]
             ride = _step(m, en, ride, stage)
             stage += 1
         assert stage - 1 == self.latency
@@ -219,5 +223,7 @@ class TreeReducer(wiring.Component):
 
 
 def _step(m, en, values, stage):
-    """Register every value of ``values`` (a dict) on ``en``, named ``{key}_{stage}``."""
-    return {k: register(m, en, v, f"{k}_{stage}") for k, v in values.items()}
+    """Register every value of ``values`` (a dict) on ``en``, named ``{key}_{stage}``; only
+    ``valid`` is reset."""
+    return {k: register(m, en, v, f"{k}_{stage}", reset_less=k != "valid")
+            for k, v in values.items()}
