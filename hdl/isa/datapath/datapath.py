@@ -64,7 +64,7 @@ class Datapath(wiring.Component):
     @staticmethod
     def latency_for(n_inputs):
         """Cycles from an input transfer to the output ``valid`` (see the class docstring), without
-        building a datapath: 8 for N = 2, 9 for N = 3-4, 10 for N = 5-8."""
+        building a datapath: 9 for N = 2, 10 for N = 3-4, 11 for N = 5-8."""
         return (TreeReducer.latency_for(n_inputs) + BlockQuantizer.INPUT_STAGES
                 + BlockQuantizer.FIFO_LATENCY + BlockQuantizer.OUTPUT_STAGES)
 
