@@ -188,6 +188,25 @@ def test_bad_option_is_one_line(argv, option, capsys):
     assert len(err) == 1 and option in err[0] and err[0].startswith("scin timing: error:")
 
 
+def test_command_budget_and_json(tmp_path, capsys):
+    """`scin timing` on the dequantizer (about 7 hops; synthesis about 20 s from cold, then
+    cached): with its own worst figures as the budget it exits 0, with one hop less it exits 1
+    and lists the violations; --json writes the summary and the worst paths."""
+    out = tmp_path / "t.json"
+    main(["timing", "--block", "dequantizer", "--json", str(out), "--top", "3"])
+    report = json.loads(out.read_text())["blocks"][0]
+    assert report["block"] == "dequantizer" and report["ports"] == 4
+    hops, levels = report["summary"]["hops"], report["summary"]["levels"]
+    assert hops > 2 and report["worst_paths"][0]["hops"] == hops
+    assert sum(report["histogram"]["hops"].values()) == report["endpoints"]
+    capsys.readouterr()
+    budget = ["--budget-levels", str(levels), "--top", "2"]
+    assert main(["timing", "--block", "dequantizer", "--budget-hops", str(hops), *budget]) == 0
+    assert f"budget {hops} hops / {levels} levels: met" in capsys.readouterr().out
+    assert main(["timing", "--block", "dequantizer", "--budget-hops", str(hops - 1), *budget]) == 1
+    assert f"budget {hops - 1} hops / {levels} levels:" in capsys.readouterr().out
+
+
 #: Worst paths measured at the paper's configuration (4 ports, 256-bit flits) while the datapath
 #: is being pipelined: the blocks over the budget are expected to fail until they meet it.
 OVER_BUDGET = {
