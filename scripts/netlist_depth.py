@@ -76,7 +76,9 @@ class Endpoint:
     ``levels``, ``hops`` and ``ns`` are each the maximum over the paths into the pin;
     ``start`` is where the path of most hops starts (``start_levels``: of most levels).
     ``kind`` is ``ff_d``, ``ff_ctrl``, ``bram``, ``dsp``, ``lutram`` or ``output``; ``through``
-    names the nets the path of most hops passes, in order (the first and last few)."""
+    names the nets the path of most hops passes, in order (the first and last few).
+    ``bram_levels`` is the most levels of a path from a block RAM output without its output
+    register (``bram_start``), None when no such path reaches the pin."""
     name: str
     kind: str
     levels: int
@@ -87,6 +89,8 @@ class Endpoint:
     src: str = ""
     start_src: str = ""
     through: list = field(default_factory=list)
+    bram_levels: int = None
+    bram_start: str = ""
 
 
 @dataclass
@@ -105,6 +109,16 @@ class DepthReport:
         others = [k for k in ("hops", "levels", "ns") if k != key]
         return sorted(self.endpoints, key=lambda e: tuple(-getattr(e, k) for k in [key] + others)
                       )[:n]
+
+    def bram_unregistered(self, levels=2):
+        """``{block RAM output: (most levels, an end point)}`` of the block RAM outputs without
+        their output register that reach an end point over more than ``levels`` levels."""
+        found = {}
+        for e in self.endpoints:
+            if e.bram_levels is not None and e.bram_levels > levels:
+                if e.bram_levels > found.get(e.bram_start, (-1, ""))[0]:
+                    found[e.bram_start] = (e.bram_levels, e.name)
+        return found
 
     def histogram(self, key):
         """``{value: end points}`` of ``key`` (``levels`` or ``hops``) over every end point."""
@@ -353,20 +367,25 @@ def _topological(graph):
 
 
 def _arrivals(graph, order):
-    """Per bit, for each metric (levels, hops, ns): ``(value, start bit, predecessor bit)``."""
+    """Per bit, for each metric (levels, hops, ns, levels from a block RAM output without its
+    output register): ``(value, start bit, predecessor bit)``, or None where no such path
+    reaches the bit (the last metric only)."""
     arrival = {}
     for bit, (kind, _, hops, ns) in graph.starts.items():
-        arrival[bit] = ((0, bit, None), (hops, bit, None), (ns, bit, None))
+        raw = (0, bit, None) if kind == "bram" and ns == DELAY["bram_cko"] else None
+        arrival[bit] = ((0, bit, None), (hops, bit, None), (ns, bit, None), raw)
     for bit in order:
         if bit in graph.starts and not graph.arcs.get(bit):
             continue
-        best = [arrival[bit][m] if bit in arrival else None for m in range(3)]
+        best = list(arrival[bit]) if bit in arrival else [None] * 4
         for src, level, hop, ns, _ in graph.arcs[bit]:
             got = arrival.get(src)
             if got is None:
                 continue
-            steps = (level, hop, ns + hop * DELAY["hop"])
-            for m in range(3):
+            steps = (level, hop, ns + hop * DELAY["hop"], level)
+            for m in range(4):
+                if got[m] is None:
+                    continue
                 value = got[m][0] + steps[m]
                 if best[m] is None or value > best[m][0]:
                     best[m] = (value, got[m][1], src)
@@ -478,7 +497,7 @@ def analyze_netlist(netlist, top, fanout_threshold=2000, fanout_list=10, trace=2
 
 def _endpoint(graph, names, got, bit, kind, cell, pin, extra_hops, extra_ns):
     """One :class:`Endpoint`; its ``through`` holds the end bit until the path is traced."""
-    (levels, l_start, _), (hops, h_start, _), (ns, _, _) = got
+    (levels, l_start, _), (hops, h_start, _), (ns, _, _), raw = got
     cell_src = (_short_src(graph.cells[cell].get("attributes", {}).get("src", ""))
                 if cell in graph.cells else "")
     q = graph.cells.get(cell, {}).get("connections", {}).get("Q")
@@ -487,4 +506,6 @@ def _endpoint(graph, names, got, bit, kind, cell, pin, extra_hops, extra_ns):
         name=_end_name(graph, names, bit, kind, cell, pin), kind=kind, levels=levels,
         hops=hops + extra_hops, ns=round(ns + extra_hops * DELAY["hop"] + extra_ns, 3),
         start=_label(graph, names, h_start), start_levels=_label(graph, names, l_start),
-        src=reg_src or cell_src, start_src=names.get(h_start, ("", ""))[1], through=bit)
+        src=reg_src or cell_src, start_src=names.get(h_start, ("", ""))[1], through=bit,
+        bram_levels=raw[0] if raw else None,
+        bram_start=_label(graph, names, raw[1]) if raw else "")

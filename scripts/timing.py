@@ -71,6 +71,9 @@ class TimingReport:
                 "endpoints": len(d.endpoints), "cells": d.cells, "loops_cut": d.loops,
                 "worst_paths": [asdict(e) for e in d.worst(top)],
                 "histogram": {"levels": d.histogram("levels"), "hops": d.histogram("hops")},
+                "dsps": d.dsps,
+                "bram_unregistered": {k: {"levels": v[0], "end": v[1]}
+                                      for k, v in _bram_groups(d).items()},
                 "fanout_control": [dict(zip(("net", "control_pins", "pins"), f))
                                    for f in d.fanout_control],
                 "fanout_widest": [dict(zip(("net", "control_pins", "pins"), f))
@@ -226,7 +229,9 @@ def _print_report(r, top, hops, levels, out):
           f"{len(d.endpoints)} end points; worst {s['levels']} levels, {s['hops']} hops, "
           f"~{s['ns']:.2f} ns ({mhz}, estimated)", file=out)
     if d.dsps:
-        print("  DSP48E2: " + ", ".join(f"{n} {k}" for k, n in sorted(d.dsps.items())), file=out)
+        print("  DSP48E2: " + ", ".join(f"{n} {k}" for k, n in sorted(d.dsps.items()))
+              + (f" ({d.dsps['comb']} with no register at A/B, M or P: traversed)"
+                 if d.dsps.get("comb") else ""), file=out)
     if top:
         print(f"  worst {top} paths by hops:  levels hops     ns  start -> end  [hdl source]",
               file=out)
@@ -236,10 +241,25 @@ def _print_report(r, top, hops, levels, out):
     for key in ("levels", "hops"):
         hist = ", ".join(f"{k}: {n}" for k, n in d.histogram(key).items())
         print(f"  end points by {key}: {hist}", file=out)
+    raw = _bram_groups(d)
+    if raw:
+        print(f"  block RAM outputs without their output register on paths over 2 levels "
+              f"({len(raw)}):", file=out)
+        for start, (levels, end) in list(raw.items())[:max(top, 1)]:
+            print(f"    {levels:3d} levels  {start} -> {end}", file=out)
     for net, ctrl, pins in d.fanout_control:
         print(f"  high fanout: {net} drives {ctrl} flip-flop control pins ({pins} pins)", file=out)
     print("  widest nets: " + ", ".join(f"{n} ({p})" for n, _, p in d.fanout_all[:5]), file=out)
     _print_violations(r, hops, levels, top, out)
+
+
+def _bram_groups(depth):
+    """:meth:`DepthReport.bram_unregistered` by block RAM output bus (bit indices dropped)."""
+    groups = {}
+    for start, (levels, end) in depth.bram_unregistered(2).items():
+        if levels > groups.get(_group(start), (-1, ""))[0]:
+            groups[_group(start)] = (levels, _group(end))
+    return dict(sorted(groups.items(), key=lambda g: -g[1][0]))
 
 
 def _group(name):

@@ -124,6 +124,9 @@ def test_block_ram_output_register(circuits):
     assert raw.ns - reg.ns == pytest.approx(DELAY["bram_cko"] - DELAY["bram_cko_reg"])
     into = [e for e in circuits.endpoints if e.kind == "bram"]
     assert into and all(e.hops == 1 and e.start.startswith("bram_addr") for e in into)
+    # The unregistered read is found on a path of one level, the registered one not at all.
+    assert circuits.bram_unregistered(0) == {"bram_raw[0]": (1, "bram_raw_dst (D)")}
+    assert circuits.bram_unregistered(1) == {}
 
 
 def test_dsp_with_and_without_registers(circuits):
