@@ -21,7 +21,9 @@ End points: flip-flop D, CE and reset pins, block RAM, registered DSP and LUTRAM
 top's output ports. A DSP48E2 with AREG = BREG = MREG = PREG = 0 is combinational and traversed,
 unless its outputs drive flip-flop D pins only: Yosys packs no register into an xcup DSP48E2, and
 that is the form Vivado packs into the P register, so those flip-flops are taken as its P register
-(``DepthReport.dsps`` counts each kind). A LUTRAM's or SRL's read address is traversed (an
+(``DepthReport.dsps`` counts each kind). Likewise a block RAM port without DOA_REG/DOB_REG whose
+outputs drive flip-flop D pins only has those flip-flops taken as its output register
+(``DepthReport.brams`` counts output bits by kind). A LUTRAM's or SRL's read address is traversed (an
 asynchronous read) as one level.
 """
 
@@ -103,6 +105,7 @@ class DepthReport:
     cells: dict
     loops: int
     dsps: dict = field(default_factory=dict)
+    brams: dict = field(default_factory=dict)
 
     def worst(self, n, key="hops"):
         """The ``n`` end points of most ``key`` (``hops``, ``levels`` or ``ns``), worst first."""
@@ -133,6 +136,11 @@ def _param(cell, name, default=0):
         value = value.strip()
         return int(value, 2) if value and set(value) <= {"0", "1"} else value
     return value
+
+
+def _bram_side(port):
+    """``A`` or ``B``: the block RAM port an output pin belongs to."""
+    return "A" if ("DOUTA" in port or "DOUTPA" in port or "CASDOUTA" in port) else "B"
 
 
 def _dsp_config(cell):
@@ -172,14 +180,18 @@ class _Graph:
                         if not isinstance(bit, str):
                             self.driver[bit] = (cell["type"], port)
         self._chain_positions()
-        self.packed_p = self._packable_p()
+        self.packed = self._packable()
         self.dsps = Counter()
+        self.brams = Counter()      # block RAM output bits by register
         for name, cell in self.cells.items():
             self._add_cell(name, cell)
 
-    def _packable_p(self):
-        """``{P output bit: DSP name}`` of the combinational DSP48E2s whose outputs drive flip-flop
-        D pins only: the form Vivado packs into the P register (Yosys packs no xcup DSP register)."""
+    def _packable(self):
+        """``{output bit: cell name}`` of the outputs that drive flip-flop D pins only, of the
+        combinational DSP48E2s (all of its outputs) and of the block RAM ports without an output
+        register (all of the port's outputs): the form Vivado packs into the P register or
+        DOA_REG/DOB_REG. Yosys packs neither register for xcup, so these flip-flops are taken as
+        the primitive's own register."""
         loads = {}
         for cell in self.cells.values():
             for port, bits in cell["connections"].items():
@@ -189,14 +201,24 @@ class _Graph:
                             loads.setdefault(bit, []).append((cell["type"], port))
         packed = {}
         for name, cell in self.cells.items():
-            if cell["type"] != "DSP48E2" or _dsp_config(cell) != "comb":
-                continue
-            outs = [b for p, bits in cell["connections"].items()
-                    if cell.get("port_directions", {}).get(p) == "output" for b in bits
-                    if not isinstance(b, str) and b in loads]
-            if outs and all(t in FF_TYPES and p == "D" for b in outs for t, p in loads[b]):
-                packed.update((b, name) for b in outs)
+            for outs in self._register_groups(cell):
+                outs = [b for b in outs if b in loads]
+                if outs and all(t in FF_TYPES and p == "D" for b in outs for t, p in loads[b]):
+                    packed.update((b, name) for b in outs)
         return packed
+
+    @staticmethod
+    def _register_groups(cell):
+        """The output bits of ``cell`` that one missing output register would hold, by group."""
+        outputs = {p: [b for b in bits if not isinstance(b, str)]
+                   for p, bits in cell["connections"].items()
+                   if cell.get("port_directions", {}).get(p) == "output"}
+        if cell["type"] == "DSP48E2" and _dsp_config(cell) == "comb":
+            return [[b for bits in outputs.values() for b in bits]]
+        if cell["type"] in BRAM_TYPES:
+            return [[b for p, bits in outputs.items() if _bram_side(p) == side for b in bits]
+                    for side in "AB" if not _param(cell, f"DO{side}_REG")]
+        return []
 
     def _chain_positions(self):
         """Position of every CARRY4 in its chain (0 at the head), for CARRY8 pairing."""
@@ -239,14 +261,14 @@ class _Graph:
             self._sink(bit, control=kind in FF_TYPES and port in FF_CONTROL)
         if kind in FF_TYPES:
             d = cell["connections"].get("D", ["x"])[0]
-            dsp = self.packed_p.get(d)
+            host = self.packed.get(d)
             for port, i, bit in outputs:
-                self.starts[bit] = ("dsp", dsp, 1, DELAY["dsp_cko_p"]) if dsp else \
+                self.starts[bit] = self._packed_start(host) if host else \
                     ("ff", name, 0, DELAY["ff_cko"])
             for port, i, bit in inputs:
                 ctrl = port in FF_CONTROL
-                if dsp and not ctrl:
-                    continue    # the D pin is inside the DSP: this flip-flop is its P register
+                if host and not ctrl:
+                    continue    # the D pin is inside the DSP or block RAM: it is its register
                 self.ends.append((bit, "ff_ctrl" if ctrl else "ff_d", name, port,
                                   1 if ctrl else 0, DELAY["ff_setup"]))
         elif kind in BRAM_TYPES:
@@ -262,6 +284,12 @@ class _Graph:
             for _, _, out in outputs:
                 self.arcs[out] = [(bit, level, self._hop(bit, kind, port), 0.0, name)
                                   for port, _, bit in inputs]
+
+    def _packed_start(self, host):
+        """The start of a flip-flop taken as ``host``'s P register or block RAM output register."""
+        if self.cells[host]["type"] == "DSP48E2":
+            return ("dsp", host, 1, DELAY["dsp_cko_p"])
+        return ("bram", host, 1, DELAY["bram_cko_reg"])
 
     def _hop(self, bit, kind, port):
         """1 when the net into ``port`` of a ``kind`` cell runs over general routing, else 0."""
@@ -279,8 +307,9 @@ class _Graph:
 
     def _add_bram(self, name, cell, inputs, outputs):
         for port, _, bit in outputs:
-            side = "A" if ("DOUTA" in port or "DOUTPA" in port) else "B"
-            registered = _param(cell, f"DO{side}_REG")
+            registered = _param(cell, f"DO{_bram_side(port)}_REG")
+            self.brams["registered" if registered else "packable_reg" if bit in self.packed
+                       else "unregistered"] += 1
             self.starts[bit] = ("bram", name, 1,
                                 DELAY["bram_cko_reg" if registered else "bram_cko"])
         for port, i, bit in inputs:
@@ -288,7 +317,7 @@ class _Graph:
 
     def _add_dsp(self, name, cell, inputs, outputs):
         config = _dsp_config(cell)
-        if config == "comb" and any(b in self.packed_p for _, _, b in outputs):
+        if config == "comb" and any(b in self.packed for _, _, b in outputs):
             config = "P"
             self.dsps["packable_p"] += 1
         else:
@@ -492,7 +521,8 @@ def analyze_netlist(netlist, top, fanout_threshold=2000, fanout_list=10, trace=2
               for b, n in graph.sinks.most_common(fanout_list)]
     return DepthReport(top=top, endpoints=endpoints,
                        fanout_control=sorted(control, key=lambda c: -c[1]), fanout_all=widest,
-                       cells=dict(graph.types), loops=loops, dsps=dict(graph.dsps))
+                       cells=dict(graph.types), loops=loops, dsps=dict(graph.dsps),
+                       brams=dict(graph.brams))
 
 
 def _endpoint(graph, names, got, bit, kind, cell, pin, extra_hops, extra_ns):

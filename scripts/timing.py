@@ -71,7 +71,7 @@ class TimingReport:
                 "endpoints": len(d.endpoints), "cells": d.cells, "loops_cut": d.loops,
                 "worst_paths": [asdict(e) for e in d.worst(top)],
                 "histogram": {"levels": d.histogram("levels"), "hops": d.histogram("hops")},
-                "dsps": d.dsps,
+                "dsps": d.dsps, "brams": d.brams,
                 "bram_unregistered": {k: {"levels": v[0], "end": v[1]}
                                       for k, v in _bram_groups(d).items()},
                 "fanout_control": [dict(zip(("net", "control_pins", "pins"), f))
@@ -241,6 +241,9 @@ def _print_report(r, top, hops, levels, out):
     for key in ("levels", "hops"):
         hist = ", ".join(f"{k}: {n}" for k, n in d.histogram(key).items())
         print(f"  end points by {key}: {hist}", file=out)
+    if d.brams:
+        print("  block RAM output bits: " + ", ".join(f"{n} {k}" for k, n in sorted(d.brams.items())),
+              file=out)
     raw = _bram_groups(d)
     if raw:
         print(f"  block RAM outputs without their output register on paths over 2 levels "

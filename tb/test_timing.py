@@ -53,6 +53,13 @@ module circuits(input clk, input [25:0] chain_in, input [6:0] mux_in, input [8:0
   LUT2 #(.INIT(4'h6)) bram_ln (.O(bram_raw_x), .I0(bram_raw[0]), .I1(bram_raw[1]));
   LUT2 #(.INIT(4'h6)) bram_lr (.O(bram_reg_x), .I0(bram_reg[0]), .I1(bram_reg[1]));
   always @(posedge clk) begin bram_addr <= addr; bram_raw_dst <= bram_raw_x; bram_reg_dst <= bram_reg_x; end
+  // 3b. A block RAM read straight into flip-flops (the form Vivado packs into DOA_REG), then a LUT.
+  wire [15:0] bram_pk;
+  reg [1:0] bram_pk_q;
+  reg bram_pk_dst;
+  RAMB18E2 #(.DOA_REG(0), .READ_WIDTH_A(18)) bram_p (.CLKARDCLK(clk), .ADDRARDADDR({bram_addr, 5'b0}),
+    .ENARDEN(1'b1), .DOUTADOUT(bram_pk));
+  always @(posedge clk) begin bram_pk_q <= bram_pk[1:0]; bram_pk_dst <= ^bram_pk_q; end
   // 4. DSP48E2 multiplies: no register (traversed) and P registered (a boundary).
   reg [26:0] dsp_a;
   reg [17:0] dsp_b;
@@ -80,7 +87,7 @@ module circuits(input clk, input [25:0] chain_in, input [6:0] mux_in, input [8:0
   always @(posedge clk) begin fan_rst <= fan_in; if (fan_rst) fan_q <= 0; else fan_q <= ~fan_q; end
   assign fan_out = fan_q;
   assign out = {chain_dst, mux_dst, bram_raw_dst ^ bram_reg_dst, dsp_comb_dst ^ dsp_preg_dst,
-                ^mul_p, ^add_s, 2'b0};
+                ^mul_p, ^add_s, bram_pk_dst, 1'b0};
 endmodule
 """
 
@@ -124,9 +131,20 @@ def test_block_ram_output_register(circuits):
     assert raw.ns - reg.ns == pytest.approx(DELAY["bram_cko"] - DELAY["bram_cko_reg"])
     into = [e for e in circuits.endpoints if e.kind == "bram"]
     assert into and all(e.hops == 1 and e.start.startswith("bram_addr") for e in into)
-    # The unregistered read is found on a path of one level, the registered one not at all.
+    # The unregistered read is found on a path of one level, the registered ones not at all.
     assert circuits.bram_unregistered(0) == {"bram_raw[0]": (1, "bram_raw_dst (D)")}
     assert circuits.bram_unregistered(1) == {}
+
+
+def test_block_ram_read_into_flip_flops_is_its_output_register(circuits):
+    """Yosys sets no DOA_REG for xcup: a read straight into flip-flops is the form Vivado packs
+    into the output register, so those flip-flops start paths as the block RAM's output register
+    would (+1 hop, 0.4 ns), and their D pins are no end points."""
+    e = end(circuits, "bram_pk_dst")
+    assert e.start.startswith("bram_pk_q") and (e.levels, e.hops) == (1, 2)
+    assert e.ns == pytest.approx(DELAY["bram_cko_reg"] + DELAY["hop"] + DELAY["ff_setup"])
+    assert not [e for e in circuits.endpoints if e.name.startswith("bram_pk_q")]
+    assert circuits.brams["packable_reg"] == 2 and circuits.brams["registered"] == 16
 
 
 def test_dsp_with_and_without_registers(circuits):
