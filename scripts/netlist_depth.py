@@ -432,14 +432,16 @@ def _short_src(src):
 
 def _names(module):
     """``bit -> (name, src)``: each bit's most readable net name (a named net before a hidden
-    one, an internal one before a port, then the shortest) with the ``hdl/`` lines of its
+    one, a given name before an unnamed signal's, an internal net before a port, then the
+    shortest) with the ``hdl/`` lines of its
     declaration."""
     best = {}
     ports = set(module.get("ports", {}))
     for name, net in module.get("netnames", {}).items():
         bits = net["bits"]
         # A register's own name before the port it drives.
-        rank = (net.get("hide_name", 0), name in ports, len(name))
+        auto = name.lstrip("\\").startswith("$")     # Amaranth's unnamed signals
+        rank = (net.get("hide_name", 0), auto, name in ports, len(name))
         for i, bit in enumerate(bits):
             if isinstance(bit, str):
                 continue

@@ -238,6 +238,9 @@ def _print_report(r, top, hops, levels, out):
         for e in d.worst(top):
             print(f"    {e.levels:6d} {e.hops:4d} {e.ns:6.2f}  {e.start} -> {e.name}"
                   f"  [{e.src or '-'}]", file=out)
+        first = d.worst(1)[0] if d.endpoints else None
+        if first and first.through:
+            print(f"    worst path through: {' -> '.join(first.through)}", file=out)
     for key in ("levels", "hops"):
         hist = ", ".join(f"{k}: {n}" for k, n in d.histogram(key).items())
         print(f"  end points by {key}: {hist}", file=out)
