@@ -232,6 +232,7 @@ def test_command_budget_and_json(tmp_path, capsys):
 #: is being pipelined: the blocks over the budget are expected to fail until they meet it.
 OVER_BUDGET = {
     "tree_reducer": "measured 14 hops / 22 levels; pipelining in progress",
+    "block_quantizer": "measured 17 hops / 22 levels; pipelining in progress",
 }
 
 
@@ -239,11 +240,12 @@ OVER_BUDGET = {
 @pytest.mark.parametrize("block", [
     pytest.param(b, marks=pytest.mark.xfail(strict=True, reason=OVER_BUDGET[b]))
     if b in OVER_BUDGET else b
-    for b in ("dequantizer", "tree_reducer")])
+    for b in ("feeder", "dequantizer", "tree_reducer", "block_quantizer")])
 def test_datapath_block_meets_budget(block):
     """Every path of the block at the paper's configuration is within 12 hops and 14 levels.
-    Synthesis from cold: dequantizer ~20 s, feeder ~1 min, tree reducer and block quantizer
-    several minutes each; cached in .build/timing/ while the block's Verilog is unchanged."""
+    Synthesis from cold on a busy 2-core machine: dequantizer and feeder ~20 s each, tree reducer
+    ~5 min, block quantizer ~12 min; cached in .build/timing/ while the block's Verilog is
+    unchanged (then ~10-30 s each, elaboration and the walk)."""
     params = FabricParams.default_for(flit_width=256, ports=4)
     report = analyze_block(block, params)
     over = report.violations(BUDGET_HOPS, BUDGET_LEVELS)
