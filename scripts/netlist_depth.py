@@ -97,7 +97,11 @@ class Endpoint:
 
 @dataclass
 class DepthReport:
-    """What :func:`analyze_netlist` measured: every end point's worst path, and fanout."""
+    """What :func:`analyze_netlist` measured: every end point's worst path (``endpoints``, a list
+    of :class:`Endpoint`), fanout (``fanout_control``, ``fanout_all``: ``(net, control pins,
+    pins)``), the cell histogram, the loop arcs cut, the DSP48E2s by register configuration
+    (``dsps``: ``comb``, ``AB``, ``M``, ``P``, ``packable_p``) and the block RAM output bits by
+    register (``brams``: ``registered``, ``packable_reg``, ``unregistered``)."""
     top: str
     endpoints: list
     fanout_control: list
