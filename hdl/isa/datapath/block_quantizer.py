@@ -70,9 +70,9 @@ class BlockQuantizer(wiring.Component):
     INPUT_STAGES = 1
     FIFO_LATENCY = 2
     OUTPUT_STAGES = 4
-    #: The scale pipeline: ceil(52 / _DIV_CHUNK) division stages, the rounder's 2 and the
-    #: reciprocal ROM's read.
-    SCALE_STAGES = -(-(_MAG_WIDTH + 1) // _DIV_CHUNK) + 3
+    #: The scale pipeline: the block maximum's register, ceil(52 / _DIV_CHUNK) division stages,
+    #: the rounder's 2 and the reciprocal ROM's read.
+    SCALE_STAGES = 1 + -(-(_MAG_WIDTH + 1) // _DIV_CHUNK) + 3
 
     def __init__(self, *, flit_width=256):
         check_params(2, flit_width)
@@ -88,10 +88,11 @@ class BlockQuantizer(wiring.Component):
         w = self.flit_width
         # The FIFO keeps each lane's sum as sign and magnitude (s.sum holds |sum|): the magnitude
         # is needed before the FIFO (block max) and after it (rounding, division), computed once.
-        # An FP16/BF16 lane's bit length is found before the FIFO too, so that after it the
-        # rounding shift is ready in time to share the lane's shifter with the INT8 division.
+        # An FP16/BF16 lane's rounding shift (``amt``, the shifter's amount) and whether it is
+        # nonzero are found before the FIFO too, so that after it the lane's shifter, shared with
+        # the INT8 division, starts at once.
         entry = data.StructLayout({"s": sum_layout(w), "neg": lanes8(w), "block_end": 1,
-                                   "len": data.ArrayLayout(range(_LANE_MAG_WIDTH + 1), lanes16(w))})
+                                   "amt": data.ArrayLayout(6, lanes16(w)), "nz": lanes16(w)})
         m.submodules.fifo = dfifo = fifo.SyncFIFOBuffered(width=entry.size, depth=self.fifo_depth)
         # Every scale in the scale pipeline or in sfifo belongs to a block whose last flit is
         # still in the data FIFO, so sfifo (as deep as the data FIFO) never overflows.
@@ -155,8 +156,15 @@ class BlockQuantizer(wiring.Component):
             w_entry.block_end.eq(block_end),
         ]
         m.d.comb += [w_entry.s.sum[lane].eq(a_mag[lane]) for lane in range(l8)]
-        m.d.comb += [w_entry.len[lane].eq(bit_length(a_mag[lane][:_LANE_MAG_WIDTH]))
-                     for lane in range(l16)]
+        a_bf16 = a_s.dtype == DType.BF16
+        for lane in range(l16):
+            length = wire(m, bit_length(a_mag[lane][:_LANE_MAG_WIDTH]), f"a_len_l{lane}",
+                          shape=range(_LANE_MAG_WIDTH + 1))
+            c = Mux(a_bf16, 33 - a_s.exp[lane], 0)
+            # shift >= -8, so amt = shift + 10 is in [2, 47]: after the FIFO, shift = amt - 10.
+            shift = rne_shift(length, c, a_bf16)
+            m.d.comb += [w_entry.amt[lane].eq((shift + _X_PAD - 1)[:6]),
+                         w_entry.nz[lane].eq(length != 0)]
         with m.If(write):
             with m.If(block_end | a_s.last):
                 m.d.sync += [idx.eq(0), acc_m.eq(0), acc_bad.eq(0)]
@@ -172,11 +180,13 @@ class BlockQuantizer(wiring.Component):
         one = Const(1, 1)
         # c1..c18: 2M / 127 by long division, _DIV_CHUNK quotient bits per stage. The remainder
         # stays below 127, so each step is an 8-bit compare-and-subtract (two or three LUTs deep).
-        num = Cat(Const(0, 1), block["m"])
+        # c0: the block's M registered (the flit max tree and the running max come before it).
+        info = _ride(m, {"valid": block["write"] & block["block_end"], "bad": block["bad"],
+                         "m": block["m"]}, 0, tag="c")
+        num = Cat(Const(0, 1), info.pop("m"))
         nbits = len(num)
         rem = Const(0, 7)
         quo = Const(0, nbits)
-        info = {"valid": block["write"] & block["block_end"], "bad": block["bad"]}
         hi = nbits - 1
         stage = 1
         while hi >= 0:
@@ -210,7 +220,7 @@ class BlockQuantizer(wiring.Component):
         m.d.comb += [recip_rd.addr.eq(d_val[:10]), recip_rd.en.eq(one)]
         info = _ride(m, {**info, "scale": scale, "ovf": scale_rnd.overflow, "d": d_val,
                          "amt": d_amt}, stage + 2, tag="c")
-        assert stage + 2 == self.SCALE_STAGES
+        assert stage + 3 == self.SCALE_STAGES
         s_entry = data.View(sentry, sfifo.w_data)
         m.d.comb += [
             sfifo.w_en.eq(info["valid"]),
@@ -234,10 +244,10 @@ class BlockQuantizer(wiring.Component):
         take = en_b & head_ok
         m.d.comb += [dfifo.r_en.eq(take), sfifo.r_en.eq(take & head_int8 & head.block_end)]
         info = {"valid": head_ok, "dtype": head.s.dtype, "last": head.s.last,
-                "mag": head.s.sum, "neg": head.neg, "len": head.len, "exp": head.s.exp,
-                "nan": head.s.nan, "pinf": head.s.pinf, "ninf": head.s.ninf, "bad": shead.bad,
-                "scale": shead.scale, "ovf": shead.ovf, "d": shead.d, "amt": shead.amt,
-                "r": shead.r}
+                "mag": head.s.sum, "neg": head.neg, "amt": head.amt, "nz": head.nz,
+                "exp": head.s.exp, "nan": head.s.nan, "pinf": head.s.pinf, "ninf": head.s.ninf,
+                "bad": shead.bad, "scale": shead.scale, "ovf": shead.ovf, "d": shead.d,
+                "d_amt": shead.amt, "r": shead.r}
         return en_b, info
 
     def _q1_shift(self, m, en_b, info):
@@ -250,7 +260,7 @@ class BlockQuantizer(wiring.Component):
         stage = 1
 
         # Q1: the divisor D' and the shift d_amt come from the scale FIFO (see _divisor).
-        d_val, d_amt = info["d"], info["amt"]
+        d_val, d_amt = info["d"], info["d_amt"]
         x_w = _X_PAD + _MAG_WIDTH
         ones = Const((1 << x_w) - 1, x_w)
         low_mask = wire(m, ~(ones << d_amt)[:x_w], "q1_low_mask", shape=x_w)
@@ -265,11 +275,11 @@ class BlockQuantizer(wiring.Component):
             fields = {}
             if lane < l16:
                 c = Mux(is_bf16, 33 - info["exp"][lane], 0)
-                shift = wire(m, rne_shift(info["len"][lane], c, is_bf16), f"q1_shift_l{lane}",
+                shift = wire(m, info["amt"][lane] - (_X_PAD - 1), f"q1_shift_l{lane}",
                              shape=signed(10))
-                amt = Mux(is_int8, d_amt, shift + _X_PAD - 1)[:6]
+                amt = Mux(is_int8, d_amt, info["amt"][lane])
                 wq, low = rne_window(m, x, amt, 19, f"q1_l{lane}")
-                fields = {"ebias": (shift - c)[:10], "nz": info["len"][lane] != 0}
+                fields = {"ebias": (shift - c)[:10], "nz": info["nz"][lane]}
             else:
                 wq = wire(m, (x >> d_amt)[:19], f"q1w_l{lane}", shape=19)
                 low = (x & low_mask).any()
