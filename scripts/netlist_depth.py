@@ -161,7 +161,7 @@ class _Graph:
         self.starts = {}      # bit -> (kind, cell name, hops, ns)
         self.ends = []        # (bit, kind, cell name, pin label, extra hops, extra ns)
         self.arcs = {}        # out bit -> [(in bit, levels, hop cost, ns, cell name)]
-        self.driver = {}      # bit -> (cell type, port)
+        self.driver = {}      # bit -> (cell type, port, cell name)
         self.cells = module.get("cells", {})
         self.types = Counter(c["type"] for c in self.cells.values())
         self.sinks = Counter()
@@ -173,7 +173,7 @@ class _Graph:
                     continue
                 if port["direction"] == "input":
                     self.starts[bit] = ("input", name, 0, 0.0)
-                    self.driver[bit] = ("$input", name)
+                    self.driver[bit] = ("$input", name, "")
                 else:
                     label = name if len(port["bits"]) == 1 else f"{name}[{i}]"
                     self.ends.append((bit, "output", name, label, 1, 0.0))
@@ -182,7 +182,7 @@ class _Graph:
                 if cell.get("port_directions", {}).get(port) == "output":
                     for bit in bits:
                         if not isinstance(bit, str):
-                            self.driver[bit] = (cell["type"], port)
+                            self.driver[bit] = (cell["type"], port, name)
         self._chain_positions()
         self.packed = self._packable()
         self.dsps = Counter()
@@ -297,7 +297,7 @@ class _Graph:
 
     def _hop(self, bit, kind, port):
         """1 when the net into ``port`` of a ``kind`` cell runs over general routing, else 0."""
-        source, source_port = self.driver.get(bit, ("", ""))
+        source = self.driver.get(bit, ("",))[0]
         if kind in MUXF_TYPES and port in ("I0", "I1"):
             return 0 if source in LUT_TYPES or source in MUXF_TYPES else 1
         if kind in CARRY_TYPES:
@@ -465,6 +465,21 @@ def _label(graph, names, bit):
     return names.get(bit, (str(bit), ""))[0]
 
 
+def _net_name(graph, names, bit):
+    """A net's name; a hidden net driven by a LUT is named by the named nets the LUT reads
+    (``LUT2(rst, flush)``), which is what a reader can find in the HDL."""
+    name = names.get(bit, (str(bit), ""))[0]
+    kind, _, cell = graph.driver.get(bit, ("", "", ""))
+    if not name.lstrip("\\").startswith("$") or kind not in LUT_TYPES:
+        return name
+    ins = [names.get(b, ("?", ""))[0] for b in graph.cells[cell]["connections"].get("I0", [])
+           + [x for p in ("I1", "I2", "I3", "I4", "I5")
+              for x in graph.cells[cell]["connections"].get(p, [])] if not isinstance(b, str)]
+    # An input that is itself an unnamed net is shown as "-".
+    ins = ["-" if n.lstrip("\\").startswith("$") else n for n in ins]
+    return f"{kind}({', '.join(ins)})"
+
+
 def _through(arrival, names, bit):
     """The named nets on the path of most hops into ``bit``, from its start: first and last 4."""
     path = []
@@ -521,9 +536,9 @@ def analyze_netlist(netlist, top, fanout_threshold=2000, fanout_list=10, trace=2
             e.through = _through(arrival, names, e.through)
         else:
             e.through = []
-    control = [(names.get(b, (str(b), ""))[0], n, graph.sinks[b])
+    control = [(_net_name(graph, names, b), n, graph.sinks[b])
                for b, n in graph.control_sinks.items() if n > fanout_threshold]
-    widest = [(names.get(b, (str(b), ""))[0], graph.control_sinks[b], n)
+    widest = [(_net_name(graph, names, b), graph.control_sinks[b], n)
               for b, n in graph.sinks.most_common(fanout_list)]
     return DepthReport(top=top, endpoints=endpoints,
                        fanout_control=sorted(control, key=lambda c: -c[1]), fanout_all=widest,

@@ -251,8 +251,8 @@ def _print_report(r, top, hops, levels, out):
     if raw:
         print(f"  block RAM outputs without their output register on paths over 2 levels "
               f"({len(raw)}):", file=out)
-        for start, (levels, end) in list(raw.items())[:max(top, 1)]:
-            print(f"    {levels:3d} levels  {start} -> {end}", file=out)
+        for start, (depth, end) in list(raw.items())[:max(top, 1)]:
+            print(f"    {depth:3d} levels  {start} -> {end}", file=out)
     for net, ctrl, pins in d.fanout_control:
         print(f"  high fanout: {net} drives {ctrl} flip-flop control pins ({pins} pins)", file=out)
     print("  widest nets: " + ", ".join(f"{n} ({p})" for n, _, p in d.fanout_all[:5]), file=out)
