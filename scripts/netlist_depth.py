@@ -23,8 +23,8 @@ unless its outputs drive flip-flop D pins only: Yosys packs no register into an 
 that is the form Vivado packs into the P register, so those flip-flops are taken as its P register
 (``DepthReport.dsps`` counts each kind). Likewise a block RAM port without DOA_REG/DOB_REG whose
 outputs drive flip-flop D pins only has those flip-flops taken as its output register
-(``DepthReport.brams`` counts output bits by kind). A LUTRAM's or SRL's read address is traversed (an
-asynchronous read) as one level.
+(``DepthReport.brams`` counts output bits by kind). A LUTRAM's or SRL's read address is traversed
+(an asynchronous read) as one level.
 """
 
 import re
@@ -361,7 +361,8 @@ class _Graph:
             for in_port, j, bit in inputs:
                 if in_port in ("S", "DI") and j > i:
                     continue
-                if in_port == "CI_TOP" and (_param(cell, "CARRY_TYPE") != "DUAL_CY4" or i < width // 2):
+                split = _param(cell, "CARRY_TYPE") == "DUAL_CY4"
+                if in_port == "CI_TOP" and (not split or i < width // 2):
                     continue
                 # The upper CARRY4 of a CARRY8 pair, entered from the lower over CI, adds no level.
                 level = 0 if (kind == "CARRY4" and in_port == "CI" and pos % 2 == 1

@@ -163,7 +163,7 @@ def analyze_block(name, params, target="xcup", log=None, fanout_threshold=2000):
                         depth=depth)
 
 
-# -- `scin timing` ----------------------------------------------------------------------------------
+# -- `scin timing` --------------------------------------------------------------------------------
 
 #: The blocks ``--doc`` measures when no ``--block`` is given (the whole switch is asked by name:
 #: its synthesis takes about 14 minutes).
@@ -245,8 +245,8 @@ def _print_report(r, top, hops, levels, out):
         hist = ", ".join(f"{k}: {n}" for k, n in d.histogram(key).items())
         print(f"  end points by {key}: {hist}", file=out)
     if d.brams:
-        print("  block RAM output bits: " + ", ".join(f"{n} {k}" for k, n in sorted(d.brams.items())),
-              file=out)
+        bits = ", ".join(f"{n} {k}" for k, n in sorted(d.brams.items()))
+        print(f"  block RAM output bits: {bits}", file=out)
     raw = _bram_groups(d)
     if raw:
         print(f"  block RAM outputs without their output register on paths over 2 levels "
@@ -294,8 +294,8 @@ def _print_violations(r, hops, levels, top, out):
 
 
 
-_DOC_HEADER = ("| block | configuration | levels | hops | est. ns | est. MHz | worst path (most hops) "
-               "| commit |\n|---|---|---:|---:|---:|---:|---|---|")
+_DOC_HEADER = ("| block | configuration | levels | hops | est. ns | est. MHz "
+               "| worst path (most hops) | commit |\n|---|---|---:|---:|---:|---:|---|---|")
 
 
 def _doc_row(r, commit):

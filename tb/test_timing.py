@@ -46,30 +46,35 @@ module circuits(input clk, input [25:0] chain_in, input [6:0] mux_in, input [8:0
   reg [8:0] bram_addr;
   wire [15:0] bram_raw, bram_reg;
   reg bram_raw_dst, bram_reg_dst;
-  RAMB18E2 #(.DOA_REG(0), .READ_WIDTH_A(18)) bram_n (.CLKARDCLK(clk), .ADDRARDADDR({bram_addr, 5'b0}),
-    .ENARDEN(1'b1), .DOUTADOUT(bram_raw));
-  RAMB18E2 #(.DOA_REG(1), .READ_WIDTH_A(18)) bram_r (.CLKARDCLK(clk), .ADDRARDADDR({bram_addr, 5'b0}),
-    .ENARDEN(1'b1), .REGCEAREGCE(1'b1), .DOUTADOUT(bram_reg));
+  RAMB18E2 #(.DOA_REG(0), .READ_WIDTH_A(18)) bram_n (.CLKARDCLK(clk),
+    .ADDRARDADDR({bram_addr, 5'b0}), .ENARDEN(1'b1), .DOUTADOUT(bram_raw));
+  RAMB18E2 #(.DOA_REG(1), .READ_WIDTH_A(18)) bram_r (.CLKARDCLK(clk),
+    .ADDRARDADDR({bram_addr, 5'b0}), .ENARDEN(1'b1), .REGCEAREGCE(1'b1), .DOUTADOUT(bram_reg));
   LUT2 #(.INIT(4'h6)) bram_ln (.O(bram_raw_x), .I0(bram_raw[0]), .I1(bram_raw[1]));
   LUT2 #(.INIT(4'h6)) bram_lr (.O(bram_reg_x), .I0(bram_reg[0]), .I1(bram_reg[1]));
-  always @(posedge clk) begin bram_addr <= addr; bram_raw_dst <= bram_raw_x; bram_reg_dst <= bram_reg_x; end
+  always @(posedge clk) begin
+    bram_addr <= addr; bram_raw_dst <= bram_raw_x; bram_reg_dst <= bram_reg_x;
+  end
   // 3b. A block RAM read straight into flip-flops (the form Vivado packs into DOA_REG), then a LUT.
   wire [15:0] bram_pk;
   reg [1:0] bram_pk_q;
   reg bram_pk_dst;
-  RAMB18E2 #(.DOA_REG(0), .READ_WIDTH_A(18)) bram_p (.CLKARDCLK(clk), .ADDRARDADDR({bram_addr, 5'b0}),
-    .ENARDEN(1'b1), .DOUTADOUT(bram_pk));
+  RAMB18E2 #(.DOA_REG(0), .READ_WIDTH_A(18)) bram_p (.CLKARDCLK(clk),
+    .ADDRARDADDR({bram_addr, 5'b0}), .ENARDEN(1'b1), .DOUTADOUT(bram_pk));
   always @(posedge clk) begin bram_pk_q <= bram_pk[1:0]; bram_pk_dst <= ^bram_pk_q; end
   // 4. DSP48E2 multiplies: no register (traversed) and P registered (a boundary).
   reg [26:0] dsp_a;
   reg [17:0] dsp_b;
   wire [47:0] dsp_comb_p, dsp_preg_p;
   reg dsp_comb_dst, dsp_preg_dst;
-  DSP48E2 #(.AREG(0), .BREG(0), .MREG(0), .PREG(0), .ACASCREG(0), .BCASCREG(0), .USE_MULT("MULTIPLY"))
-    dsp_c (.CLK(clk), .A({3'b0, dsp_a}), .B(dsp_b), .OPMODE(9'b000000101), .ALUMODE(4'b0), .P(dsp_comb_p));
-  DSP48E2 #(.AREG(0), .BREG(0), .MREG(0), .PREG(1), .ACASCREG(0), .BCASCREG(0), .USE_MULT("MULTIPLY"))
-    dsp_r (.CLK(clk), .A({3'b0, dsp_a}), .B(dsp_b), .OPMODE(9'b000000101), .ALUMODE(4'b0), .CEP(1'b1),
-           .P(dsp_preg_p));
+  DSP48E2 #(.AREG(0), .BREG(0), .MREG(0), .PREG(0), .ACASCREG(0), .BCASCREG(0),
+            .USE_MULT("MULTIPLY"))
+    dsp_c (.CLK(clk), .A({3'b0, dsp_a}), .B(dsp_b), .OPMODE(9'b000000101), .ALUMODE(4'b0),
+           .P(dsp_comb_p));
+  DSP48E2 #(.AREG(0), .BREG(0), .MREG(0), .PREG(1), .ACASCREG(0), .BCASCREG(0),
+            .USE_MULT("MULTIPLY"))
+    dsp_r (.CLK(clk), .A({3'b0, dsp_a}), .B(dsp_b), .OPMODE(9'b000000101), .ALUMODE(4'b0),
+           .CEP(1'b1), .P(dsp_preg_p));
   LUT2 #(.INIT(4'h6)) dsp_lc (.O(dsp_comb_x), .I0(dsp_comb_p[0]), .I1(dsp_comb_p[1]));
   LUT2 #(.INIT(4'h6)) dsp_lr (.O(dsp_preg_x), .I0(dsp_preg_p[0]), .I1(dsp_preg_p[1]));
   always @(posedge clk) begin dsp_a <= dsp_in[26:0]; dsp_b <= dsp_in[44:27];
@@ -77,10 +82,14 @@ module circuits(input clk, input [25:0] chain_in, input [6:0] mux_in, input [8:0
   // 5. An inferred multiply into a register: the form Vivado packs into the P register.
   reg [15:0] mul_a, mul_b;
   reg [31:0] mul_p;
-  always @(posedge clk) begin mul_a <= mul_in[15:0]; mul_b <= mul_in[31:16]; mul_p <= mul_a * mul_b; end
+  always @(posedge clk) begin
+    mul_a <= mul_in[15:0]; mul_b <= mul_in[31:16]; mul_p <= mul_a * mul_b;
+  end
   // 6. A 32-bit adder between registers: one LUT, eight CARRY4 (four CARRY8): 5 levels, 1 hop.
   reg [31:0] add_a, add_b, add_s;
-  always @(posedge clk) begin add_a <= add_in[31:0]; add_b <= add_in[63:32]; add_s <= add_a + add_b; end
+  always @(posedge clk) begin
+    add_a <= add_in[31:0]; add_b <= add_in[63:32]; add_s <= add_a + add_b;
+  end
   // 7. A synchronous reset from one register to 3000 flip-flops.
   reg fan_rst;
   reg [2999:0] fan_q;
