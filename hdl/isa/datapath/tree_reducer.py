@@ -148,8 +148,9 @@ class TreeReducer(wiring.Component):
     def _align(self, m, en, parts, e_max, is_bf16):
         """Stage 2: per participant and lane, the operand and the shift of its term, from the
         registered decode of stage 1. Returns ``(exps, ops)``: the lanes' largest exponents
-        (registered again) and ``ops`` = ``{"base", "amount", "q", "ssig", "ssh"}`` of
-        registers."""
+        (registered again) and ``ops`` = ``{"base", "amount", "q", "sigf", "sc"}`` of
+        registers (``sigf`` = ``ssig << f`` and ``sc`` = ``c`` of the INT8 amount ``ssh + 8 =
+        16 c + f``, per participant)."""
         n, w = self.n_inputs, self.flit_width
         l16, l8 = lanes16(w), lanes8(w)
         # The term is base << amount >> 8 (arithmetic).
@@ -164,7 +165,7 @@ class TreeReducer(wiring.Component):
                   for lane, e in enumerate(e_max)]
         exps = [register(m, en, e, f"emax2_l{lane}", shape=8, reset_less=True)
                 for lane, e in enumerate(e_max)]
-        base, amount, q, ssig, ssh = {}, {}, {}, {}, {}
+        base, amount, q, sigf, sc = {}, {}, {}, {}, {}
         for p in range(n):
             part = parts[p]
             for lane in range(l16):
@@ -180,35 +181,35 @@ class TreeReducer(wiring.Component):
             for lane in range(l16, l8):
                 q[p, lane] = register(m, en, part.q[lane - l16], f"q2_p{p}_l{lane}",
                                          reset_less=True)
-            ssig[p] = register(m, en, part.ssig, f"ssig2_p{p}", reset_less=True)
-            ssh[p] = register(m, en, part.ssh, f"ssh2_p{p}", reset_less=True)
-        return exps, {"base": base, "amount": amount, "q": q, "ssig": ssig, "ssh": ssh}
+            amount_p = wire(m, part.ssh + 8, f"samount2_p{p}", shape=6)
+            sigf[p] = register(m, en, part.ssig << amount_p[:4], f"sigf2_p{p}", shape=26,
+                               reset_less=True)
+            sc[p] = register(m, en, amount_p[4:], f"sc2_p{p}", reset_less=True)
+        return exps, {"base": base, "amount": amount, "q": q, "sigf": sigf, "sc": sc}
 
     def _terms(self, m, ride, ops):
         """Stage 3, before the first adder level: the terms, each from one multiplier (a DSP) and
         a 3:1 multiplexer. Returns ``{(participant, lane): term}`` (combinational)."""
         n, w = self.n_inputs, self.flit_width
         l16, l8 = lanes16(w), lanes8(w)
-        base, amount, q, ssig, ssh = (ops[k] for k in ("base", "amount", "q", "ssig", "ssh"))
+        base, amount, q, sigf, sc = (ops[k] for k in ("base", "amount", "q", "sigf", "sc"))
         # The multiplier does operand * 2**(amount mod 16): INT8 q * (ssig << f), with ssig << f
-        # formed once per participant; FP16/BF16 base * a one-hot 2**f. The multiplexer does the
-        # multiple of 16 that is left: term = (prod << 16 * c) >> 8, exact for FP16 and INT8
-        # (amount >= 8).
+        # formed once per participant in stage 2; FP16/BF16 base * a one-hot 2**f. The
+        # multiplexer does the multiple of 16 that is left: term = (prod << 16 * c) >> 8, exact
+        # for FP16 and INT8 (amount >= 8).
         is_int8 = ride["dtype"] == DType.INT8
         terms = {}
         for p in range(n):
-            amount_p = wire(m, ssh[p] + 8, f"samount3_p{p}", shape=6)
-            sigf = wire(m, ssig[p] << amount_p[:4], f"sigf3_p{p}", shape=26)
             for lane in range(l8):
                 if lane < l16:
                     f, c = amount[p, lane][:4], amount[p, lane][4:]
                     # The operand base (INT8: q) is always the multiplier's B input, so only
                     # A has a multiplexer, whose bits merge with the one-hot's decoder.
                     onehot = (Const(1, 16) << f)[:16]
-                    a_op = Mux(is_int8, sigf, onehot)
+                    a_op = Mux(is_int8, sigf[p], onehot)
                     b_op = base[p, lane]
                 else:
-                    a_op, b_op, c = sigf, q[p, lane], amount_p[4:]
+                    a_op, b_op, c = sigf[p], q[p, lane], sc[p]
                 prod = wire(m, a_op * b_op, f"prod3_p{p}_l{lane}", shape=signed(PROD_WIDTH))
                 shifted = Mux(c == 0, prod, Mux(c == 1, prod << 16, prod << 32))
                 terms[p, lane] = wire(m, shifted[8:8 + TERM_WIDTH].as_signed(),
