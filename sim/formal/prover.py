@@ -265,9 +265,9 @@ PROPERTY_SETS = (
     # tree, so they run with every input payload 0 (reachability of a transfer and of a wait
     # does not depend on the data: the pipeline's valid bits never look at it).
     PropertySet("contract_datapath", "Datapath (o; 3 inputs, 64-bit flits)",
-                "StreamContractHarness", dict(block="datapath"), "k-induction", 3, 12,
+                "StreamContractHarness", dict(block="datapath"), "k-induction", 3, 15,
                 cover_params=dict(quiet_data=True),
-                broken={"output_never_stalls": (12, ("o_contract",))}),
+                broken={"output_never_stalls": (15, ("o_contract",))}),
     PropertySet("contract_memory", "AxiMemory (AXI4 r, b; dump_data)", "StreamContractHarness",
                 dict(block="memory"), "k-induction", 3, 12,
                 broken={"r_not_held": (8, ("axi_r_contract",))}),

@@ -107,7 +107,7 @@ BLOCKS = {
                                              flit_width=p.fabric.flit_width),
                      stable=(), held={}, abort=None,
                      broken={"output_never_stalls": ("block_quantizer.en_b", lambda bo, p: 1)},
-                     # A result reaches `o` only after the pipeline's 9 cycles, and a bounded
+                     # A result reaches `o` only after the pipeline's 12 cycles, and a bounded
                      # search that deep through the FP16 adder tree with free data ran past 12
                      # minutes: the broken variant runs with every input payload 0, as the covers
                      # do (the offer is withdrawn whatever the data).

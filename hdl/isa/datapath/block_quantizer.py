@@ -16,7 +16,7 @@ __all__ = ["BlockQuantizer"]
 _FP16_QNAN, _FP16_INF, _FP16_MAX = 0x7E00, 0x7C00, 0x7BFF
 _BF16_QNAN, _BF16_INF = 0x7FC0, 0x7F80
 _MAG_WIDTH = SUM_WIDTH - 1   # |V| < 2**51
-_DIV_CHUNK = 7               # quotient bits of 2M/127 per pipeline stage (the critical path)
+_DIV_CHUNK = 3               # quotient bits of 2M/127 per pipeline stage (3 steps: ~9 logic levels)
 _LANE_MAG_WIDTH = 45         # FP16/BF16: |T| < 8 * 2**40
 _X_PAD = 11                  # zero bits below |V| before the output shifter (see Q1)
 #: floor(2**20 / D') for D' = 1024 + i: the reciprocals of the normalised scale significands.
@@ -42,11 +42,11 @@ class BlockQuantizer(wiring.Component):
 
     Implementation: the flits enter a FIFO of ``block_flits + SCALE_STAGES + 4`` entries while a
     running ``max |V|`` is kept. When a block's last flit is written, its ``M`` enters the scale
-    pipeline (``SCALE_STAGES`` stages: the long division and the scale's rounding), which pushes the
-    finished scale to a second FIFO. The head flit of an INT8 block leaves the data FIFO once its
-    block's scale is there, so the block's first flit waits for its last, the sums never ride along
-    the division, and a stall anywhere is absorbed without losing a cycle (the FIFO covers the
-    scale pipeline at full rate).
+    pipeline (``SCALE_STAGES`` stages: the long division, the scale's rounding and the read of its
+    divisor's reciprocal), which pushes the finished scale to a second FIFO. The head flit of an
+    INT8 block leaves the data FIFO once its block's scale is there, so the block's first flit
+    waits for its last, the sums never ride along the division, and a stall anywhere is absorbed
+    without losing a cycle (the FIFO covers the scale pipeline at full rate).
 
     An FP16/BF16 lane and the INT8 element in the same lane share one shifter after the FIFO: it
     gives FP16/BF16 rounding its guard bit, significand and sticky bit, and INT8 its quotient's
@@ -69,9 +69,10 @@ class BlockQuantizer(wiring.Component):
 
     INPUT_STAGES = 1
     FIFO_LATENCY = 2
-    OUTPUT_STAGES = 3
-    #: The scale pipeline: ceil(52 / _DIV_CHUNK) division stages and the rounder's 2.
-    SCALE_STAGES = -(-(_MAG_WIDTH + 1) // _DIV_CHUNK) + 2
+    OUTPUT_STAGES = 4
+    #: The scale pipeline: the block maximum's register, ceil(52 / _DIV_CHUNK) division stages,
+    #: the rounder's 2 and the reciprocal ROM's read.
+    SCALE_STAGES = 1 + -(-(_MAG_WIDTH + 1) // _DIV_CHUNK) + 3
 
     def __init__(self, *, flit_width=256):
         check_params(2, flit_width)
@@ -87,14 +88,17 @@ class BlockQuantizer(wiring.Component):
         w = self.flit_width
         # The FIFO keeps each lane's sum as sign and magnitude (s.sum holds |sum|): the magnitude
         # is needed before the FIFO (block max) and after it (rounding, division), computed once.
-        # An FP16/BF16 lane's bit length is found before the FIFO too, so that after it the
-        # rounding shift is ready in time to share the lane's shifter with the INT8 division.
+        # An FP16/BF16 lane's rounding shift (``amt``, the shifter's amount) and whether it is
+        # nonzero are found before the FIFO too, so that after it the lane's shifter, shared with
+        # the INT8 division, starts at once.
         entry = data.StructLayout({"s": sum_layout(w), "neg": lanes8(w), "block_end": 1,
-                                   "len": data.ArrayLayout(range(_LANE_MAG_WIDTH + 1), lanes16(w))})
+                                   "amt": data.ArrayLayout(6, lanes16(w)), "nz": lanes16(w)})
         m.submodules.fifo = dfifo = fifo.SyncFIFOBuffered(width=entry.size, depth=self.fifo_depth)
         # Every scale in the scale pipeline or in sfifo belongs to a block whose last flit is
         # still in the data FIFO, so sfifo (as deep as the data FIFO) never overflows.
-        sentry = data.StructLayout({"scale": 16, "ovf": 1, "bad": 1})
+        # With the scale, its divisor D' (normalised), the shift of the dividend and the
+        # reciprocal of D', all found per block in the scale pipeline rather than per flit.
+        sentry = data.StructLayout({"scale": 16, "ovf": 1, "bad": 1, "d": 11, "amt": 6, "r": 11})
         m.submodules.sfifo = sfifo = fifo.SyncFIFOBuffered(width=sentry.size, depth=self.fifo_depth)
 
         block = self._input_side(m, entry, dfifo)
@@ -103,7 +107,8 @@ class BlockQuantizer(wiring.Component):
         q1, blk, info = self._q1_shift(m, en_b, info)
         rnd = self._q2_round(m, en_b, q1, info)
         q2, blk, info = self._q2_divide(m, en_b, q1, blk, info)
-        self._q3_pack(m, en_b, q2, rnd, blk, info)
+        q3, rnd, blk, info = self._q3_multiply(m, en_b, q2, rnd, blk, info)
+        self._q4_pack(m, en_b, q3, rnd, blk, info)
         return m
 
     def _input_side(self, m, entry, dfifo):
@@ -119,14 +124,18 @@ class BlockQuantizer(wiring.Component):
         m.d.comb += [en_a.eq(~a_valid | can_write), self.i.ready.eq(en_a)]
         with m.If(en_a):
             m.d.sync += a_valid.eq(self.i.valid)
-        a_s = register(m, en_a, ip, "a_s")   # its sums are unused (a_mag, a_neg below)
+        # Its sums are unused (a_mag, a_neg below).
+        a_s = register(m, en_a, ip, "a_s", reset_less=True)
         mags = [wire(m, negate_if(ip.sum[lane].as_unsigned(), ip.sum[lane][-1])[:_MAG_WIDTH],
                      f"mag_l{lane}") for lane in range(l8)]
-        a_mag = [register(m, en_a, v, f"a_mag_l{lane}") for lane, v in enumerate(mags)]
-        a_neg = register(m, en_a, Cat(*(ip.sum[lane] < 0 for lane in range(l8))), "a_neg")
+        a_mag = [register(m, en_a, v, f"a_mag_l{lane}", reset_less=True)
+                 for lane, v in enumerate(mags)]
+        a_neg = register(m, en_a, Cat(*(ip.sum[lane] < 0 for lane in range(l8))), "a_neg",
+                         reset_less=True)
 
         # Two levels of the lane max tree before the register, the rest after it.
-        partial = [register(m, en_a, v, f"a_max_{j}", shape=_MAG_WIDTH)
+        partial = [register(m, en_a, v, f"a_max_{j}", shape=_MAG_WIDTH,
+                            reset_less=True)
                    for j, v in enumerate(_max_tree(m, mags, "lmax", levels=2))]
         flit_max = wire(m, _max_tree(m, partial, "fmax")[0], "flit_max")
 
@@ -147,8 +156,15 @@ class BlockQuantizer(wiring.Component):
             w_entry.block_end.eq(block_end),
         ]
         m.d.comb += [w_entry.s.sum[lane].eq(a_mag[lane]) for lane in range(l8)]
-        m.d.comb += [w_entry.len[lane].eq(bit_length(a_mag[lane][:_LANE_MAG_WIDTH]))
-                     for lane in range(l16)]
+        a_bf16 = a_s.dtype == DType.BF16
+        for lane in range(l16):
+            length = wire(m, bit_length(a_mag[lane][:_LANE_MAG_WIDTH]), f"a_len_l{lane}",
+                          shape=range(_LANE_MAG_WIDTH + 1))
+            c = Mux(a_bf16, 33 - a_s.exp[lane], 0)
+            # shift >= -8, so amt = shift + 10 is in [2, 47]: after the FIFO, shift = amt - 10.
+            shift = rne_shift(length, c, a_bf16)
+            m.d.comb += [w_entry.amt[lane].eq((shift + _X_PAD - 1)[:6]),
+                         w_entry.nz[lane].eq(length != 0)]
         with m.If(write):
             with m.If(block_end | a_s.last):
                 m.d.sync += [idx.eq(0), acc_m.eq(0), acc_bad.eq(0)]
@@ -162,13 +178,15 @@ class BlockQuantizer(wiring.Component):
         :meth:`elaborate`), and it runs while the block's flits wait in the data FIFO, so the sums
         never ride through the division."""
         one = Const(1, 1)
-        # c1..c8: 2M / 127 by long division, _DIV_CHUNK quotient bits per stage. The remainder
-        # stays below 127, so each step is an 8-bit compare-and-subtract.
-        num = Cat(Const(0, 1), block["m"])
+        # c1..c18: 2M / 127 by long division, _DIV_CHUNK quotient bits per stage. The remainder
+        # stays below 127, so each step is an 8-bit compare-and-subtract (two or three LUTs deep).
+        # c0: the block's M registered (the flit max tree and the running max come before it).
+        info = _ride(m, {"valid": block["write"] & block["block_end"], "bad": block["bad"],
+                         "m": block["m"]}, 0, tag="c")
+        num = Cat(Const(0, 1), info.pop("m"))
         nbits = len(num)
         rem = Const(0, 7)
         quo = Const(0, nbits)
-        info = {"valid": block["write"] & block["block_end"], "bad": block["bad"]}
         hi = nbits - 1
         stage = 1
         while hi >= 0:
@@ -180,10 +198,10 @@ class BlockQuantizer(wiring.Component):
                 rem = wire(m, Mux(ge, r2 - 127, r2)[:7], f"div_rem_{pos}")
                 bits[pos] = ge
             quo = Cat(*(bits.get(pos, quo[pos]) for pos in range(nbits)))
-            rem = register(m, one, rem, f"div_rem_c{stage}", shape=7)
-            quo = register(m, one, quo, f"div_quo_c{stage}", shape=nbits)
+            rem = register(m, one, rem, f"div_rem_c{stage}", shape=7, reset_less=True)
+            quo = register(m, one, quo, f"div_quo_c{stage}", shape=nbits, reset_less=True)
             if lo > 0:
-                num = register(m, one, num[:lo], f"div_num_c{stage}", shape=lo)
+                num = register(m, one, num[:lo], f"div_num_c{stage}", shape=lo, reset_less=True)
                 num = Cat(num, Const(0, nbits - lo))
             info = _ride(m, info, stage, tag="c")
             hi = lo - 1
@@ -193,13 +211,25 @@ class BlockQuantizer(wiring.Component):
         t = Cat(rem.any(), quo)
         scale_rnd = FloatRounder(m, one, t, Const(0, 1), Const(2, signed(4)), False, "scale")
         info = _ride(m, _ride(m, info, stage, tag="c"), stage + 1, tag="c")
-        assert stage + 1 == self.SCALE_STAGES
+        # The last stage: the block RAM reads the reciprocal of the scale's divisor, whose
+        # output goes straight into the scale FIFO.
+        scale = wire(m, Mux(scale_rnd.overflow, _FP16_MAX, scale_rnd.bits), "scale_bits", shape=16)
+        d_val, d_amt = _divisor(m, scale)
+        m.submodules.recip = recip = Memory(shape=11, depth=1024, init=_RECIPROCALS)
+        recip_rd = recip.read_port()
+        m.d.comb += [recip_rd.addr.eq(d_val[:10]), recip_rd.en.eq(one)]
+        info = _ride(m, {**info, "scale": scale, "ovf": scale_rnd.overflow, "d": d_val,
+                         "amt": d_amt}, stage + 2, tag="c")
+        assert stage + 3 == self.SCALE_STAGES
         s_entry = data.View(sentry, sfifo.w_data)
         m.d.comb += [
             sfifo.w_en.eq(info["valid"]),
-            s_entry.scale.eq(Mux(scale_rnd.overflow, _FP16_MAX, scale_rnd.bits)),
-            s_entry.ovf.eq(scale_rnd.overflow),
+            s_entry.scale.eq(info["scale"]),
+            s_entry.ovf.eq(info["ovf"]),
             s_entry.bad.eq(info["bad"]),
+            s_entry.d.eq(info["d"]),
+            s_entry.amt.eq(info["amt"]),
+            s_entry.r.eq(recip_rd.data),
         ]
 
     def _output_head(self, m, entry, sentry, dfifo, sfifo):
@@ -214,47 +244,26 @@ class BlockQuantizer(wiring.Component):
         take = en_b & head_ok
         m.d.comb += [dfifo.r_en.eq(take), sfifo.r_en.eq(take & head_int8 & head.block_end)]
         info = {"valid": head_ok, "dtype": head.s.dtype, "last": head.s.last,
-                "mag": head.s.sum, "neg": head.neg, "len": head.len, "exp": head.s.exp,
-                "nan": head.s.nan, "pinf": head.s.pinf, "ninf": head.s.ninf, "bad": shead.bad,
-                "scale": shead.scale, "ovf": shead.ovf}
+                "mag": head.s.sum, "neg": head.neg, "amt": head.amt, "nz": head.nz,
+                "exp": head.s.exp, "nan": head.s.nan, "pinf": head.s.pinf, "ninf": head.s.ninf,
+                "bad": shead.bad, "scale": shead.scale, "ovf": shead.ovf, "d": shead.d,
+                "d_amt": shead.amt, "r": shead.r}
         return en_b, info
 
     def _q1_shift(self, m, en_b, info):
-        """Stage Q1: the block's divisor and reciprocal, and per lane the one shared shifter
-        (FP16/BF16 rounding window, INT8 dividend). Returns ``(lanes, block, info)``."""
+        """Stage Q1: per lane the one shared shifter (FP16/BF16 rounding window, INT8 dividend);
+        the block's divisor and reciprocal, from the scale FIFO, registered for the multipliers.
+        Returns ``(lanes, block, info)``."""
         w = self.flit_width
         l16, l8 = lanes16(w), lanes8(w)
         s_bits, s_sat = info["scale"], info["ovf"]
         stage = 1
 
-        # Q1: S = D << sh. W = (2|V|) >> sh, so 2V/S = W/D up to the bits dropped (`low`). A
-        # subnormal scale's D (below 2**10) is normalised: D' = D << k and W = (2|V|) << k with
-        # k = 11 - bit_length(D), which leaves W/D unchanged and puts D' in [2**10, 2**11) for the
-        # reciprocal below. Both are one right shift of X = 2|V| << 10 (by sh + 10, or by
-        # 10 - k). W keeps 19 bits: every |V| of a block is at most its M. Under a normal scale
-        # that did not overflow, M < 128 S (RNE's relative error is below 2**-11), so
-        # W < 256 D < 2**19; under a subnormal one, M <= 127 D + 63 (an error of half a unit), so
-        # W = 2|V| << k <= 2 (127 D + 63) << k < 2**19 for every D (at most 519,936, at D = 1023).
-        # A lane with x >= 128 (saturate) shows as a quotient W / D' of 256 or more, found by the
-        # division itself, except under an overflowed scale (D = 2047, sh = 29), where |V| may
-        # reach 2**47 and W's 19 bits miss its top: those lanes are caught by |V| >= 2**47.
-        # (Normalising W costs less than shifting the reciprocal's product by k instead:
-        # measured, 268 LUTs at 64 bits.)
-        s_exp, s_frac = s_bits[10:15], s_bits[:10]
-        normal = s_exp != 0
-        d_len = wire(m, bit_length(s_frac), "q1_d_len", shape=4)
-        d_val = wire(m, Mux(normal, Cat(s_frac, 1), (s_frac << (11 - d_len)[:4])[:11]),
-                     "q1_d_norm", shape=11)
-        # The shift is never negative: D = 0 (a zero scale, q = 0) is the only d_len of 0.
-        d_amt = wire(m, Mux(normal, s_exp - 1 + _X_PAD - 1, d_len - 1)[:6], "q1_d_amt", shape=6)
+        # Q1: the divisor D' and the shift d_amt come from the scale FIFO (see _divisor).
+        d_val, d_amt = info["d"], info["d_amt"]
         x_w = _X_PAD + _MAG_WIDTH
         ones = Const((1 << x_w) - 1, x_w)
         low_mask = wire(m, ~(ones << d_amt)[:x_w], "q1_low_mask", shape=x_w)
-        # The block's reciprocal R = floor(2**20 / D') (a 1024-entry ROM: a block RAM), read in
-        # Q1 for Q2.
-        m.submodules.recip = recip = Memory(shape=11, depth=1024, init=_RECIPROCALS)
-        recip_rd = recip.read_port()
-        m.d.comb += [recip_rd.addr.eq(d_val[:10]), recip_rd.en.eq(en_b)]
         # FP16/BF16 lanes (0 to lanes16 - 1) round their sums with the same shifter (FloatRounder
         # split in two): a right shift of X by `shift + 10` gives the guard bit and the
         # significand (W's low 13 bits) and the sticky bit (`low`). Rounding finishes in Q2.
@@ -266,19 +275,19 @@ class BlockQuantizer(wiring.Component):
             fields = {}
             if lane < l16:
                 c = Mux(is_bf16, 33 - info["exp"][lane], 0)
-                shift = wire(m, rne_shift(info["len"][lane], c, is_bf16), f"q1_shift_l{lane}",
+                shift = wire(m, info["amt"][lane] - (_X_PAD - 1), f"q1_shift_l{lane}",
                              shape=signed(10))
-                amt = Mux(is_int8, d_amt, shift + _X_PAD - 1)[:6]
+                amt = Mux(is_int8, d_amt, info["amt"][lane])
                 wq, low = rne_window(m, x, amt, 19, f"q1_l{lane}")
-                fields = {"ebias": (shift - c)[:10], "nz": info["len"][lane] != 0}
+                fields = {"ebias": (shift - c)[:10], "nz": info["nz"][lane]}
             else:
                 wq = wire(m, (x >> d_amt)[:19], f"q1w_l{lane}", shape=19)
                 low = (x & low_mask).any()
             sat = s_sat & info["mag"][lane][47:_MAG_WIDTH].any()
             q1[lane] = _ride(m, {"w": wq, "low": low, "sat": sat, "neg": info["neg"][lane],
                                  **fields}, stage, en_b)
-        blk = _ride(m, {"d": d_val, "scale": s_bits, "ovf": s_sat}, stage, en_b)
-        blk["r"] = recip_rd.data
+        # R registered here, so the Q2 multiplier has registered operands.
+        blk = _ride(m, {"d": d_val, "scale": s_bits, "ovf": s_sat, "r": info["r"]}, stage, en_b)
         info = _ride(m, {k: info[k] for k in ("valid", "dtype", "last", "nan", "pinf", "ninf",
                                               "bad")}, stage, en_b)
         return q1, blk, info
@@ -297,7 +306,7 @@ class BlockQuantizer(wiring.Component):
         """Stage Q2, INT8 lanes: the estimate ``qe`` of ``W / D'`` by the reciprocal (the first
         multiplier). Returns ``(lanes, block, info)`` registered."""
         stage = 2
-        # Q2, Q3: W / D' by the reciprocal, on two multipliers (DSPs) per lane. R = 2**20/D' - e
+        # Q2 to Q4: W / D' by the reciprocal, on two multipliers (DSPs) per lane. R = 2**20/D' - e
         # with 0 <= e < 1 and W < 2**19, so qe = floor(W * R / 2**20) (< 2**9) is floor(W/D') or
         # one less (W * e / 2**20 < 1/2); the exact remainder W - qe * D', in [0, 2D'), says
         # which, and gives the sticky bit. A quotient of 256 or more is clamped to 127 below.
@@ -312,20 +321,35 @@ class BlockQuantizer(wiring.Component):
         info = _ride(m, info, stage, en_b)
         return q2, blk, info
 
-    def _q3_pack(self, m, en_b, q2, rnd, blk, info):
-        """Stage Q3: the INT8 quotient's exact correction, ties and clamping (the second
-        multiplier); the FP16/BF16 non-finite override; the output flit, scale and status into
-        the output register, which drives ``o``."""
+    def _q3_multiply(self, m, en_b, q2, rnd, blk, info):
+        """Stage Q3, INT8 lanes: ``qe * D'`` (the second multiplier), registered with nothing
+        between the multiplier and its register (the remainder is below ``2**12``, so its low 12
+        bits are enough). Returns ``(lanes, rnd, block, info)`` registered."""
+        stage = 3
+        q3 = {}
+        for lane in range(lanes8(self.flit_width)):
+            ql = q2[lane]
+            prod = wire(m, ql["qe"] * blk["d"], f"q3_qd_l{lane}", shape=20)
+            q3[lane] = _ride(m, {**ql, "qd": prod[:12]}, stage, en_b)
+        rnd = [tuple(register(m, en_b, v, f"lane{lane}_{k}_s{stage}", reset_less=True)
+                     for k, v in zip(("bits", "ovf"), pair)) for lane, pair in enumerate(rnd)]
+        blk = _ride(m, blk, stage, en_b)
+        info = _ride(m, info, stage, en_b)
+        return q3, rnd, blk, info
+
+    def _q4_pack(self, m, en_b, q3, rnd, blk, info):
+        """Stage Q4: the INT8 quotient's exact correction, ties and clamping; the FP16/BF16
+        non-finite override; the output flit, scale and status into the output register, which
+        drives ``o``."""
         w = self.flit_width
         l16, l8 = lanes16(w), lanes8(w)
-        stage = 3
+        stage = 4
         q_out = []
         for lane in range(l8):
-            ql = q2[lane]
-            # The remainder is below 2**12, so its low 12 bits are enough.
-            rem = wire(m, (ql["w"] - (ql["qe"] * blk["d"])[:12])[:12], f"q3_rem_l{lane}", shape=12)
+            ql = q3[lane]
+            rem = wire(m, (ql["w"] - ql["qd"])[:12], f"q4_rem_l{lane}", shape=12)
             ge = rem >= blk["d"]
-            q8 = wire(m, ql["qe"] + ge, f"q3_q8_l{lane}", shape=10)  # floor(2|V| / S)
+            q8 = wire(m, ql["qe"] + ge, f"q4_q8_l{lane}", shape=10)  # floor(2|V| / S)
             qi, half = q8[1:], q8[0]
             sticky = Mux(ge, rem != blk["d"], rem != 0) | ql["low"]
             up = half & (sticky | qi[0])
@@ -364,9 +388,40 @@ class BlockQuantizer(wiring.Component):
             m.d.comb += self.o.payload[k].eq(out[k])
 
 
+def _divisor(m, s_bits):
+    """The divisor of a block's INT8 elements under the FP16 scale ``s_bits``: ``(D', shift)``.
+
+    ``D'`` is the scale's significand normalised to ``[2**10, 2**11)`` (0 for a zero scale) and
+    ``shift`` the right shift of ``X = 2|V| << 10`` that gives the dividend ``W`` (see below).
+    Computed once per block in the scale pipeline, which also reads ``D'``'s reciprocal."""
+    # S = D << sh. W = (2|V|) >> sh, so 2V/S = W/D up to the bits dropped (`low`). A
+    # subnormal scale's D (below 2**10) is normalised: D' = D << k and W = (2|V|) << k with
+    # k = 11 - bit_length(D), which leaves W/D unchanged and puts D' in [2**10, 2**11) for the
+    # reciprocal below. Both are one right shift of X = 2|V| << 10 (by sh + 10, or by
+    # 10 - k). W keeps 19 bits: every |V| of a block is at most its M. Under a normal scale
+    # that did not overflow, M < 128 S (RNE's relative error is below 2**-11), so
+    # W < 256 D < 2**19; under a subnormal one, M <= 127 D + 63 (an error of half a unit), so
+    # W = 2|V| << k <= 2 (127 D + 63) << k < 2**19 for every D (at most 519,936, at D = 1023).
+    # A lane with x >= 128 (saturate) shows as a quotient W / D' of 256 or more, found by the
+    # division itself, except under an overflowed scale (D = 2047, sh = 29), where |V| may
+    # reach 2**47 and W's 19 bits miss its top: those lanes are caught by |V| >= 2**47.
+    # (Normalising W costs less than shifting the reciprocal's product by k instead:
+    # measured, 268 LUTs at 64 bits.)
+    s_exp, s_frac = s_bits[10:15], s_bits[:10]
+    normal = s_exp != 0
+    d_len = wire(m, bit_length(s_frac), "div_d_len", shape=4)
+    d_val = wire(m, Mux(normal, Cat(s_frac, 1), (s_frac << (11 - d_len)[:4])[:11]),
+                 "div_d_norm", shape=11)
+    # The shift is never negative: D = 0 (a zero scale, q = 0) is the only d_len of 0.
+    d_amt = wire(m, Mux(normal, s_exp - 1 + _X_PAD - 1, d_len - 1)[:6], "div_d_amt", shape=6)
+    return d_val, d_amt
+
+
 def _ride(m, values, stage, en=Const(1, 1), tag="s"):
-    """Register every value of ``values`` (a dict) on ``en``, named ``{key}_{tag}{stage}``."""
-    return {k: register(m, en, v, f"{k}_{tag}{stage}") for k, v in values.items()}
+    """Register every value of ``values`` (a dict) on ``en``, named ``{key}_{tag}{stage}``; only
+    ``valid`` is reset."""
+    return {k: register(m, en, v, f"{k}_{tag}{stage}", reset_less=k != "valid")
+            for k, v in values.items()}
 
 
 def _max_tree(m, values, tag, levels=None):

@@ -127,9 +127,12 @@ def wire(m, value, name, shape=None):
     return sig
 
 
-def register(m, en, value, name, shape=None):
-    """A register (reset to zero) that loads ``value`` on cycles where ``en`` is high."""
-    reg = Signal(shape if shape is not None else value.shape(), name=name)
+def register(m, en, value, name, shape=None, *, reset_less=False):
+    """A register that loads ``value`` on cycles where ``en`` is high, reset to zero unless
+    ``reset_less``. A pipeline's data registers are reset-less: their stage's valid bit (reset)
+    says whether they hold anything, and leaving them off the reset keeps the reset (or flush)
+    net's fanout to the valid bits and the state."""
+    reg = Signal(shape if shape is not None else value.shape(), name=name, reset_less=reset_less)
     with m.If(en):
         m.d.sync += reg.eq(value)
     return reg

@@ -64,7 +64,7 @@ class Datapath(wiring.Component):
     @staticmethod
     def latency_for(n_inputs):
         """Cycles from an input transfer to the output ``valid`` (see the class docstring), without
-        building a datapath: 8 for N = 2, 9 for N = 3-4, 10 for N = 5-8."""
+        building a datapath: 10 for N = 2, 11 for N = 3-4, 12 for N = 5-8."""
         return (TreeReducer.latency_for(n_inputs) + BlockQuantizer.INPUT_STAGES
                 + BlockQuantizer.FIFO_LATENCY + BlockQuantizer.OUTPUT_STAGES)
 
@@ -75,7 +75,7 @@ class Datapath(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # The dequantizer is the first half of the tree reducer's first stage (dequantize()).
+        # The dequantizer is the tree reducer's first stage (dequantize()).
         red = TreeReducer(n_inputs=self.n_inputs, flit_width=self.flit_width)
         quant = BlockQuantizer(flit_width=self.flit_width)
         m.submodules.tree_reducer = red

@@ -44,10 +44,10 @@ def dequantize(m, dtype, flit, scale, flit_width, name):
     """Decode ``flit`` (one participant's ``flit_width`` bits) and its INT8 block ``scale`` (FP16
     bits) for ``dtype``, as :class:`Decoded` signals named ``<name>_...``.
 
-    This is the first half of the datapath's first pipeline stage: :class:`TreeReducer` calls it
-    and registers, with the BF16 alignment, the operands it derives from these fields. It has no
-    registers and no stream of its own, so the decoded flit is never held in flip-flops (and the
-    simulators see one signal per field, not one wide payload with a driver per field).
+    This is the datapath's first pipeline stage: :class:`TreeReducer` calls it and registers the
+    fields its terms need (with the BF16 max-exponent tree), so the raw flit is never held in
+    flip-flops. It has no registers and no stream of its own (and the simulators see one signal
+    per field, not one wide payload with a driver per field).
     """
     l16, l8 = lanes16(flit_width), lanes8(flit_width)
     is_int8 = dtype == DType.INT8
