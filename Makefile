@@ -39,7 +39,7 @@ coverage: $(STAMP)
 	SCIN_COVERAGE=1 $(BIN)/pytest -n $(JOBS) --maxschedchunk 1 -q -k "not icarus" $(COVERAGE_TESTS)
 	$(BIN)/scin coverage --collected-by 'make coverage$(if $(COVERAGE_TESTS), COVERAGE_TESTS="$(COVERAGE_TESTS)")'
 
-lint: $(STAMP)
+lint: $(STAMP) lint-py
 	$(BIN)/scin lint
 
 # The Python linter, as configured in pyproject.toml ([tool.ruff]); tb/test_ruff.py runs the same.

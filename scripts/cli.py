@@ -127,9 +127,9 @@ COMMANDS = {c.name: c for c in (
                    "isa.json --top 20; scin timing --doc (the documented blocks)"),
     Command("lint", "lint",
             help="verilator --lint-only -Wall and Yosys check -assert on every block",
-            description="Lint the generated Verilog of every block with the project's Verilator "
-                        "(-Wall; waivers are listed in docs/DEVELOPING.md) and Yosys (check -assert "
-                        "after proc). Exit status 1 if any block fails either."),
+            description="Lint the generated Verilog of every block with the project's "
+                        "Verilator (-Wall; waivers are listed in docs/DEVELOPING.md) and Yosys "
+                        "(check -assert after proc). Exit status 1 if any block fails either."),
     Command("prove", "prove",
             help="prove the formal properties of the transport, the switch's arbiters, filter "
                  "and core, and the ISA's barrier, wave table, write tags and slot allocation "
@@ -231,8 +231,9 @@ COMMANDS = {c.name: c for c in (
                         "model, every fault against its expected ERROR flag. --nvls: on an "
                         "NVLS-enabled switch, NVLS All-Reduces of random groups, SCIN "
                         "collectives on other ports and refused multicast accesses at once.",
-            epilog="Replay a failure with the command the run prints at its end (the same seed "
-                   "and every option that shapes the draw). Example: scin soak --count 40 --seed 7"),
+            epilog="Replay a failure with the command the run prints at its end (the same "
+                   "seed and every option that shapes the draw). Example: "
+                   "scin soak --count 40 --seed 7"),
     Command("resources", "resources",
             help="the switch and the ISA synthesized at the paper's configuration and over ports "
                  "and flit widths, against the paper's XCVU13P shares (writes docs/RESOURCES.md)",

@@ -50,6 +50,7 @@ from collections import Counter
 
 import numpy as np
 
+from ..hdl.paper import FLIT_BYTES
 from . import numerics
 from .system_run import flit_loads
 from .coverage import Coverage
@@ -560,7 +561,7 @@ def _label(e):
     return "scin:" + (e["fault"] if e["fault"] != "bad_desc" else f"bad_desc:{e['bad_kind']}")
 
 
-def nvls_coverage(expected, endpoints, entry_bytes, flit_bytes=32):
+def nvls_coverage(expected, endpoints, entry_bytes, flit_bytes=FLIT_BYTES):
     """The functional coverage of the NVLS All-Reduces of a plan (``expected``, every round's
     entries): :class:`~scin.sim.coverage.Coverage` over :data:`~scin.sim.coverage.NVLS_AXES`, the
     fault axis saying whether a refused access ran right before it on one of its ports."""

@@ -30,14 +30,7 @@ CONSTANTS_MODULE = Path("hdl/paper.py")
 
 #: Files allowed to keep a literal, with the reason; an entry that no longer matches anything is
 #: an error, so the list only shrinks.
-ALLOWED = {
-    # The datapath is being pipelined on another branch; its blocks' default flit width follows
-    # hdl.paper once that branch is merged, so the two edits do not collide.
-    "hdl/isa/datapath/block_quantizer.py": "flit_width=256 default, pending the timing branch",
-    "hdl/isa/datapath/datapath.py": "flit_width=256 default, pending the timing branch",
-    "hdl/isa/datapath/tree_reducer.py": "flit_width=256 default, pending the timing branch",
-    "sim/nvls_soak.py": "nvls_coverage's flit_bytes=32 default, pending the simulation API rework",
-}
+ALLOWED = {}
 
 #: ``(name pattern, paper values, constant to use)``: a value bound to a matching name.
 NAMED = [

@@ -10,8 +10,8 @@ Verilator sends every message; Icarus, where the 4-input 256-bit datapath took a
 for the full set on the 2-core CI machine, runs a short form: a quarter of the random messages
 (``_count``), every edge case, and every check, on the smaller configurations (see ``ON``).
 
-Run: ``pytest tb/test_datapath.py -n 2`` (both simulators, N = 2, 3, 4, 8); replay a failure with the
-seed it logs: ``SCIN_SEED=<seed> pytest ...``.
+Run: ``pytest tb/test_datapath.py -n 2`` (both simulators, N = 2, 3, 4, 8); replay a failure with
+the seed it logs: ``SCIN_SEED=<seed> pytest ...``.
 """
 
 import numpy as np
@@ -95,13 +95,15 @@ def describe_mismatch(packer, msg, k, got, exp):
         e = (exp["data"] >> (bits * lane)) & ((1 << bits) - 1)
         if g != e:
             j = k * lanes + lane
-            ins = [hex(int(np.asarray(msg.values[p, j]).view(np.uint16 if bits == 16 else np.uint8)))
+            view = np.uint16 if bits == 16 else np.uint8
+            ins = [hex(int(np.asarray(msg.values[p, j]).view(view)))
                    for p in range(msg.values.shape[0])]
             extra = ""
             if msg.scales is not None:
                 blk = j // numerics.BLOCK
                 extra = f" scales {[hex(int(s)) for s in msg.scales[:, blk]]}"
-            lines.append(f"  lane {lane} (element {j}): got {g:#x}, expected {e:#x}; inputs {ins}{extra}")
+            lines.append(f"  lane {lane} (element {j}): got {g:#x}, expected {e:#x}; "
+                         f"inputs {ins}{extra}")
             break
     return "\n".join(lines)
 
@@ -150,8 +152,8 @@ def random_bf16(rng, n, elems, special=0.01):
     g = _np_rng(rng)
     base = g.integers(1, 255, size=(1, elems))
     spread = g.integers(0, 12, size=(1, elems))
-    e = np.clip(base + g.integers(-1, 2, size=(n, elems)) * g.integers(0, 1, size=(n, elems), endpoint=True)
-                * spread, 0, 254)
+    step = g.integers(-1, 2, size=(n, elems)) * g.integers(0, 1, size=(n, elems), endpoint=True)
+    e = np.clip(base + step * spread, 0, 254)
     sign = g.integers(0, 2, size=(n, elems))
     frac = g.integers(0, 128, size=(n, elems))
     x = (sign << 15) | (e << 7) | frac
@@ -291,13 +293,15 @@ def _bf16_edges(n):
         e = (0x7F - 32 - k) << 7
         for frac in (0x7F, 0x01, 0x40):
             cases[f"d={32 + k} negative {frac:#x} truncates"] = [0x3F80, 0x8000 | e | frac]
-            cases[f"d={32 + k} two negatives {frac:#x}"] = [0xBF80, 0x8000 | e | frac, 0x8000 | e | 0x7F]
+            cases[f"d={32 + k} two negatives {frac:#x}"] = [0xBF80, 0x8000 | e | frac,
+                                                            0x8000 | e | 0x7F]
             cases[f"d={32 + k} positive {frac:#x}"] = [0xBF81, e | frac, e | 0x3F]
         # Where it shows after rounding: a tie (1 + 2**-7 + 2**-8, to even: up) at exponent
         # E = 33 + k, and -2**-133 (a subnormal at distance 32 + k) that truncates to zero. Rounding
         # it down instead would leave the sum just below the tie.
         big = 33 + k
-        cases[f"tie, d={32 + k} subnormal truncates to 0"] = [(big << 7) | 1, (big - 8) << 7, 0x8001]
+        cases[f"tie, d={32 + k} subnormal truncates to 0"] = [(big << 7) | 1, (big - 8) << 7,
+                                                              0x8001]
     cols = [(list(v) + [0] * n)[:n] for v in cases.values()]
     return np.array(cols, dtype=np.uint16).T, list(cases)
 
@@ -457,7 +461,8 @@ def test_datapath(sim, n, w):
     make = lambda: Datapath(n_inputs=n, flit_width=w)
     v = verilog_for(make, "datapath", f"n{n}w{w}")
     run_cocotb(verilog_path=v, top="datapath", test_module=cocotb_module(__file__), sim=sim,
-               config={"n": n, "w": w, "latency": Datapath.latency_for(n), "short": sim == "icarus"})
+               config={"n": n, "w": w, "latency": Datapath.latency_for(n),
+                       "short": sim == "icarus"})
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -481,10 +486,10 @@ def test_reciprocal_division_exact():
     bits), R from the ROM, and its correction by the remainder kept mod 2**12 give floor(W / D')
     and W mod D' exactly. (A subnormal scale's D and W are both shifted left by the same k before
     this, which leaves the quotient and the zero-ness of the remainder unchanged.)"""
-    from scin.hdl.isa.datapath.block_quantizer import _RECIPROCALS
+    from scin.hdl.isa.datapath.block_quantizer import RECIPROCALS
     w = np.arange(1 << 19, dtype=np.int64)
     for d in range(1024, 2048):
-        qe = (w * _RECIPROCALS[d - 1024]) >> 20
+        qe = (w * RECIPROCALS[d - 1024]) >> 20
         assert qe.max() < 1 << 9, d
         rem = (w - ((qe * d) & 0xFFF)) & 0xFFF
         ge = rem >= d

@@ -339,11 +339,7 @@ def test_no_import_cycles():
 
 
 #: Private names still taken across modules, each with the reason it cannot be renamed yet.
-PRIVATE_PENDING = {
-    # The block quantizer is being pipelined on another branch, which rewrites the lines that
-    # define and use the table: rename it to RECIPROCALS after that branch is merged.
-    "tb/test_datapath.py": {"scin.hdl.isa.datapath.block_quantizer._RECIPROCALS"},
-}
+PRIVATE_PENDING = {}
 
 
 def test_no_private_name_is_imported():

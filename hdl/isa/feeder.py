@@ -15,9 +15,9 @@ __all__ = ["Feeder"]
 
 
 class Feeder(wiring.Component):
-    """Reads slots in order and feeds flit ``k`` of all participants to the datapath as soon as every
-    participant's flit ``k`` (and, for INT8, its scale packet) has arrived: reduction cuts through
-    a slot instead of waiting for the whole slot, which takes a slot's serialisation off the
+    """Reads slots in order and feeds flit ``k`` of all participants to the datapath as soon as
+    every participant's flit ``k`` (and, for INT8, its scale packet) has arrived: reduction cuts
+    through a slot instead of waiting for the whole slot, which takes a slot's serialisation off the
     latency of small messages. The participants are the job's read set (``job.rmask``).
 
     Per job (``job``, from the issuer, in slot order) it emits ``ceil(bytes / flit_bytes)`` datapath
@@ -50,7 +50,6 @@ class Feeder(wiring.Component):
 
     def __init__(self, params):
         self._params = check_type("params", params, IsaParams)
-        f = params.fabric
         super().__init__({
             "run":      In(RunControl(params)),
             "job":      In(stream.Signature(job_layout(params))),

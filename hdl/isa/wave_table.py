@@ -39,9 +39,9 @@ class WaveTable(wiring.Component):
     Arming a slot (``arm``, pulse) declares which ports' data (and, for INT8, scale) packets it
     expects, the issue number their tags carry (``seq``), and clears its progress; the rest of a
     packet still being stored into the slot (a response longer than a slot) is dropped. Each
-    expected response is accepted once: a response whose opcode is not ``READ_RESP``, whose slot does not
-    exist, whose ``seq`` is not the slot's current issue number (a late response) or whose (slot,
-    kind, port) is not expected (unknown tag, or a duplicate) is dropped whole and counted in
+    expected response is accepted once: a response whose opcode is not ``READ_RESP``, whose slot
+    does not exist, whose ``seq`` is not the slot's current issue number (a late response) or whose
+    (slot, kind, port) is not expected (unknown tag, or a duplicate) is dropped whole and counted in
     ``counters.unknown_tags``. A response with a non-``OK`` status is stored (its data is whatever
     came) and sets the sticky ``status.error`` (cleared by ``run.clear_error``). With read trains
     (``read_train > 1``) one scale response may fill the consecutive slots of a train, which share

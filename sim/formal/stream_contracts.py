@@ -210,11 +210,11 @@ class StreamContractHarness(wiring.Component):
     Specification: ``<stream>_contract`` for every output stream (``valid`` stays high until a
     transfer, ``payload`` unchanged meanwhile), except across a cycle of the block's ``abort``
     input or the cycle after (an aborted collective's offer is withdrawn on purpose: the
-    consumer is aborted in the same cycle). Covers: ``<stream>_transfer`` and ``<stream>_held`` (an offer waited a
-    cycle and is still there) for every output stream: the check is not vacuous, each stream
-    moves and is back-pressured. ``always_ready`` streams have no contract to keep. A stream
-    in the block's ``only_when_ready`` is offered only in cycles its ``ready`` is high (it never
-    waits): ``<stream>_only_when_ready`` states that instead, with its ``transfer`` cover. A
+    consumer is aborted in the same cycle). Covers: ``<stream>_transfer`` and ``<stream>_held``
+    (an offer waited a cycle and is still there) for every output stream: the check is not vacuous,
+    each stream moves and is back-pressured. ``always_ready`` streams have no contract to keep. A
+    stream in the block's ``only_when_ready`` is offered only in cycles its ``ready`` is high (it
+    never waits): ``<stream>_only_when_ready`` states that instead, with its ``transfer`` cover. A
     stream in the block's ``sticky`` has one field of sticky status bits that may gain bits while
     the offer waits (never lose one); the rest of its payload is held.
 
@@ -326,7 +326,8 @@ class StreamContractHarness(wiring.Component):
                     field = field[part]
                 field = field.as_value() if hasattr(field, "as_value") else field
                 was_field = past(field, f"{name}_sticky")
-                rest = payload & ~(((1 << len(field)) - 1) << _offset(s.payload, spec["sticky"][path]))
+                offset = _offset(s.payload, spec["sticky"][path])
+                rest = payload & ~(((1 << len(field)) - 1) << offset)
                 held = (s.valid & (rest == past(rest, f"{name}_rest"))
                         & ((field & was_field) == was_field))
             waited = started & was_valid & ~was_ready

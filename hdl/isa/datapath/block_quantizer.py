@@ -5,13 +5,14 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ...paper import FLIT_WIDTH
 from ..dtype import DType, DatapathStatus
 from .common import (SUM_WIDTH, FloatRounder, bit_length, block_flits, check_params, lanes16,
                      lanes8, negate_if, output_layout, register, rne_finish, rne_shift,
                      rne_window, sum_layout, wire)
 
 
-__all__ = ["BlockQuantizer"]
+__all__ = ["BlockQuantizer", "RECIPROCALS"]
 
 _FP16_QNAN, _FP16_INF, _FP16_MAX = 0x7E00, 0x7C00, 0x7BFF
 _BF16_QNAN, _BF16_INF = 0x7FC0, 0x7F80
@@ -20,7 +21,7 @@ _DIV_CHUNK = 3               # quotient bits of 2M/127 per pipeline stage (3 ste
 _LANE_MAG_WIDTH = 45         # FP16/BF16: |T| < 8 * 2**40
 _X_PAD = 11                  # zero bits below |V| before the output shifter (see Q1)
 #: floor(2**20 / D') for D' = 1024 + i: the reciprocals of the normalised scale significands.
-_RECIPROCALS = [(1 << 20) // (1024 + i) for i in range(1024)]
+RECIPROCALS = [(1 << 20) // (1024 + i) for i in range(1024)]
 
 
 class BlockQuantizer(wiring.Component):
@@ -74,7 +75,7 @@ class BlockQuantizer(wiring.Component):
     #: the rounder's 2 and the reciprocal ROM's read.
     SCALE_STAGES = 1 + -(-(_MAG_WIDTH + 1) // _DIV_CHUNK) + 3
 
-    def __init__(self, *, flit_width=256):
+    def __init__(self, *, flit_width=FLIT_WIDTH):
         check_params(2, flit_width)
         self.flit_width = flit_width
         self.fifo_depth = block_flits(flit_width) + self.SCALE_STAGES + 4
@@ -215,7 +216,7 @@ class BlockQuantizer(wiring.Component):
         # output goes straight into the scale FIFO.
         scale = wire(m, Mux(scale_rnd.overflow, _FP16_MAX, scale_rnd.bits), "scale_bits", shape=16)
         d_val, d_amt = _divisor(m, scale)
-        m.submodules.recip = recip = Memory(shape=11, depth=1024, init=_RECIPROCALS)
+        m.submodules.recip = recip = Memory(shape=11, depth=1024, init=RECIPROCALS)
         recip_rd = recip.read_port()
         m.d.comb += [recip_rd.addr.eq(d_val[:10]), recip_rd.en.eq(one)]
         info = _ride(m, {**info, "scale": scale, "ovf": scale_rnd.overflow, "d": d_val,

@@ -2,9 +2,9 @@
 
 Widths (N <= 8 participants, see ``docs/DATAPATH.md``):
 
-* ``TERM_WIDTH`` = 48: one participant's exact term in units of its mode's fixed point: an FP16 value
-  times 2**24 (``|X| < 2**40``), a BF16 significand aligned with 32 guard bits (``< 2**40``), or an
-  INT8 product ``q * s * 2**24`` (``|q| <= 128``, ``s * 2**24 < 2**40``, so ``< 2**47``).
+* ``TERM_WIDTH`` = 48: one participant's exact term in units of its mode's fixed point: an FP16
+  value times 2**24 (``|X| < 2**40``), a BF16 significand aligned with 32 guard bits (``< 2**40``),
+  or an INT8 product ``q * s * 2**24`` (``|q| <= 128``, ``s * 2**24 < 2**40``, so ``< 2**47``).
 * ``SUM_WIDTH`` = 52: the exact sum of up to 8 terms (``< 2**50``), signed.
 * ``BASE_WIDTH`` = 12: a lane's signed operand before the shift: FP16 or BF16 ``+-sig``, INT8 ``q``.
 """

@@ -4,6 +4,7 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ...paper import FLIT_WIDTH
 from .block_quantizer import BlockQuantizer
 from .common import check_params, input_layout, output_layout
 from .tree_reducer import TreeReducer
@@ -30,8 +31,8 @@ class Datapath(wiring.Component):
     Members
     -------
     i : In(stream.Signature(input_layout(n_inputs, flit_width)))
-        ``dtype``; ``data[p]``, participant ``p``'s flit; ``scale[p]``, participant ``p``'s FP16 scale
-        of the INT8 block this flit belongs to (ignored for FP16/BF16); ``last``, the end of a
+        ``dtype``; ``data[p]``, participant ``p``'s flit; ``scale[p]``, participant ``p``'s FP16
+        scale of the INT8 block this flit belongs to (ignored for FP16/BF16); ``last``, the end of a
         wave or message (passes through). For INT8, the first flit after reset or after a ``last``
         starts a block; a wave should be a whole number of blocks (a ``last`` ends a short block,
         which is then treated as zero-padded, like the golden model does). The dtype may change
@@ -52,7 +53,7 @@ class Datapath(wiring.Component):
         On invalid parameters, e.g. "n_inputs must be between 2 and 8, not 9".
     """
 
-    def __init__(self, *, n_inputs=4, flit_width=256):
+    def __init__(self, *, n_inputs=4, flit_width=FLIT_WIDTH):
         check_params(n_inputs, flit_width)
         self.n_inputs = n_inputs
         self.flit_width = flit_width

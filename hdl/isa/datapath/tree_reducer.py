@@ -5,6 +5,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ...paper import FLIT_WIDTH
 from ..dtype import DType
 from .common import (BASE_WIDTH, PROD_WIDTH, SUM_WIDTH, TERM_WIDTH, check_params, input_layout,
                      lanes16, lanes8, register, sum_layout, wire)
@@ -46,7 +47,7 @@ class TreeReducer(wiring.Component):
     A stall holds the whole pipeline.
     """
 
-    def __init__(self, *, n_inputs=4, flit_width=256):
+    def __init__(self, *, n_inputs=4, flit_width=FLIT_WIDTH):
         check_params(n_inputs, flit_width)
         self.n_inputs = n_inputs
         self.flit_width = flit_width
