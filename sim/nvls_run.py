@@ -10,8 +10,7 @@ edges (the commands are queued before they run, events are stamped in the HDL).
 
 from dataclasses import dataclass
 
-from ..hdl.paper import FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY, PORTS
-from .system_config import NvlsEngine, SystemConfig
+from .system_config import NvlsEngine, SystemBase, SystemConfig
 from .system_run import Dump, run_system
 
 
@@ -19,18 +18,12 @@ __all__ = ["NvlsSystem", "McGroup", "run_program", "system_params"]
 
 
 @dataclass(frozen=True)
-class NvlsSystem:
+class NvlsSystem(SystemBase):
     """The hardware of an NVLS run: the system of ``scin allreduce`` with the NVLS engine.
 
     ``entries``, ``entry_bytes``, ``groups``, ``acks`` are :class:`~scin.hdl.nvls.NvlsParams`;
     the rest as in :class:`~scin.sim.allreduce.CollectiveConfig` (``capacity``/``outstanding``
     size the ISA, which the switch keeps beside the engine)."""
-    endpoints:       int = PORTS
-    flit_width:      int = FLIT_WIDTH
-    one_way_latency: int = ONE_WAY_LATENCY
-    mem_latency:     int = MEM_LATENCY
-    mem_size:        int = 1 << 20
-    reorder:         bool = False
     capacity:        int = 16384
     outstanding:     int = 4
     entries:         int = 64

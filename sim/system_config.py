@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..hdl.paper import FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY, PORTS
 
-__all__ = ["SystemConfig", "NvlsEngine"]
+__all__ = ["SystemConfig", "SystemBase", "NvlsEngine"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,19 @@ class NvlsEngine:
 
 
 @dataclass(frozen=True)
-class SystemConfig:
+class SystemBase:
+    """The fields every description of a simulated system starts with: the endpoints, the flit
+    width, the link model and the endpoint memories (as in :class:`SystemConfig`)."""
+    endpoints:       int = PORTS
+    flit_width:      int = FLIT_WIDTH
+    one_way_latency: int = ONE_WAY_LATENCY
+    mem_latency:     int = MEM_LATENCY
+    mem_size:        int = 1 << 20
+    reorder:         bool = False
+
+
+@dataclass(frozen=True)
+class SystemConfig(SystemBase):
     """The hardware of one simulated system (``hdl/system.py``).
 
     ``one_way_latency`` and ``mem_latency`` are the link model (cycles;
@@ -45,12 +57,6 @@ class SystemConfig:
     The parameters are validated where the hardware is described, by :meth:`params`; a field
     that is not an int where one is needed, or an unknown key in :meth:`from_json`, raises
     ValueError naming it."""
-    endpoints:       int = PORTS
-    flit_width:      int = FLIT_WIDTH
-    one_way_latency: int = ONE_WAY_LATENCY
-    mem_latency:     int = MEM_LATENCY
-    mem_size:        int = 1 << 20
-    reorder:         bool = False
     capacity:        int = 32768
     outstanding:     int = 8
     push_capacity:   int = 0
