@@ -307,16 +307,6 @@ def _quantize_fixed(v: np.ndarray):
     return q, s_bits, saturated
 
 
-def _scale_bits_input(name: str, s) -> tuple[np.ndarray, bool]:
-    a = np.asarray(s)
-    if a.dtype == np.float16:
-        return a.view(np.uint16), True
-    if a.dtype == np.uint16:
-        return a, False
-    raise TypeError(f"{name} must have dtype float16 or uint16 (FP16 bit patterns), "
-                    f"not {a.dtype.name}")
-
-
 def allreduce_int8(q, scales):
     """INQ All-Reduce of block-scaled INT8 messages (block 64, FP16 scales).
 
@@ -360,7 +350,7 @@ def allreduce_int8(q, scales):
     if qa.dtype != np.int8:
         raise TypeError(f"q must have dtype int8, not {qa.dtype.name}")
     _check_2d("q", qa)
-    sb, as_float = _scale_bits_input("scales", scales)
+    sb, as_float = _fp16_input("scales", scales)
     n_part, n = qa.shape
     nb = num_blocks(n)
     if sb.shape != (n_part, nb):
