@@ -229,13 +229,20 @@ def test_fp16_matches_numpy_cast_of_exact_float64_sum(bits):
     assert np.array_equal(fp16_bits(out), fp16_bits(want))
 
 
+def assert_order_independent(allreduce, bits, rnd):
+    """``allreduce`` of the rows of ``bits`` gives the same sums, flags and count in a shuffled
+    order of the rows (``rnd`` draws the order); return ``allreduce(bits)``."""
+    perm = list(range(bits.shape[0]))
+    rnd.shuffle(perm)
+    a, b = allreduce(bits), allreduce(bits[perm])
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) and a[2] == b[2]
+    return a
+
+
 @PROPS
 @given(matrices(any_fp16, max_part=8), st.randoms(use_true_random=False))
 def test_fp16_order_independent(bits, rnd):
-    perm = list(range(bits.shape[0]))
-    rnd.shuffle(perm)
-    a, b = allreduce_fp16(bits), allreduce_fp16(bits[perm])
-    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) and a[2] == b[2]
+    assert_order_independent(allreduce_fp16, bits, rnd)
 
 
 # --------------------------------------------------------------------------- BF16 properties
@@ -306,10 +313,7 @@ def test_bf16_truncation_error_bound(bits):
 @PROPS
 @given(matrices(any_bf16, max_part=8), st.randoms(use_true_random=False))
 def test_bf16_order_independent_and_special_rule(bits, rnd):
-    perm = list(range(bits.shape[0]))
-    rnd.shuffle(perm)
-    a, b = allreduce_bf16(bits), allreduce_bf16(bits[perm])
-    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) and a[2] == b[2]
+    a = assert_order_independent(allreduce_bf16, bits, rnd)
     for j in range(bits.shape[1]):
         special = special_ref(bits[:, j], BF16)
         if special is not None:
