@@ -8,7 +8,7 @@ full-duplex credit link.
 from dataclasses import dataclass, field
 
 from amaranth.hdl import Module
-from amaranth.lib import wiring, stream
+from amaranth.lib import stream
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from .endpoint import Endpoint
@@ -24,7 +24,7 @@ from .params import check_int, check_power_of_two, check_type
 from .scin_switch import ScinSwitch
 from .switch.filter import error_layout
 from .transport import Link, TransportPort, TRANSPORT_LATENCY
-from .transport.signature import check_credits
+from .transport.signature import ParamsComponent, check_credits
 
 
 __all__ = ["SystemParams", "System"]
@@ -104,7 +104,7 @@ class SystemParams:
         return self.one_way_latency - TRANSPORT_LATENCY
 
 
-class System(wiring.Component):
+class System(ParamsComponent):
     """Switch (:class:`~scin.hdl.scin_switch.ScinSwitch`: switch ports, core, ISA) + N endpoints +
     N links.
 
@@ -157,10 +157,6 @@ class System(wiring.Component):
             "errors":    Out(error_layout()).array(n),
             "rejected":  Out(16).array(n),
         })
-
-    @property
-    def params(self):
-        return self._params
 
     def elaborate(self, platform):
         m = Module()

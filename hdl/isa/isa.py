@@ -1,11 +1,12 @@
 """Isa: the In-Switch Accelerator, wired from its blocks (paper Fig. 4, right)."""
 
 from amaranth.hdl import Module, Signal, ResetInserter
-from amaranth.lib import wiring, stream, fifo
+from amaranth.lib import wiring, fifo
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..packet import MsgClass, NUM_CLASSES
+from ..packet import MsgClass
 from ..transport import packet_signature
+from ..transport.signature import ParamsComponent, engine_members
 from ..params import check_type
 from .barrier import BarrierManager
 from .copy_path import CopyPath
@@ -55,7 +56,7 @@ class WriteDrain(wiring.Component):
         return m
 
 
-class Isa(wiring.Component):
+class Isa(ParamsComponent):
     """The In-Switch Accelerator.
 
     It talks to the switch ports' ISA queues directly, per port and message class:
@@ -87,18 +88,7 @@ class Isa(wiring.Component):
     def __init__(self, params=None):
         params = IsaParams() if params is None else params
         self._params = check_type("params", params, IsaParams)
-        f = params.fabric
-        pkt = packet_signature(f)
-        super().__init__({
-            "rx":       In(pkt).array(f.ports, NUM_CLASSES),
-            "tx":       Out(pkt).array(f.ports, NUM_CLASSES),
-            "load":     In(stream.Signature(load_layout(params))),
-            "counters": Out(counters_layout()),
-        })
-
-    @property
-    def params(self):
-        return self._params
+        super().__init__(engine_members(params.fabric, load_layout(params), counters_layout()))
 
     def elaborate(self, platform):
         m = Module()

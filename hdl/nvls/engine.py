@@ -1,13 +1,12 @@
 """NvlsEngine: the switch side of NVLink SHARP (the baseline), beside the ISA (docs/NVLS.md)."""
 
 from amaranth.hdl import Module, Signal, Cat, Mux
-from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
-from amaranth.lib.wiring import In, Out, connect, flipped
+from amaranth.lib.wiring import connect, flipped
 
-from ..packet import MsgClass, NUM_CLASSES
+from ..packet import MsgClass
 from ..params import check_type
-from ..transport.signature import packet_signature
+from ..transport.signature import ParamsComponent, engine_members
 from .acks import AckTable
 from .params import NvlsParams, mc_load_layout, nvls_counters_layout
 from .requests import RequestUnit
@@ -21,7 +20,7 @@ __all__ = ["NvlsEngine", "OUT_DEPTH"]
 OUT_DEPTH = 4
 
 
-class NvlsEngine(wiring.Component):
+class NvlsEngine(ParamsComponent):
     """Multimem requests from the GPUs, answered as NVLS's switch answers them.
 
     ``rx[p][c]``/``tx[p][c]`` are the NVLS streams of switch port ``p`` in class ``c``: what the
@@ -42,18 +41,8 @@ class NvlsEngine(wiring.Component):
 
     def __init__(self, params):
         self._params = check_type("params", params, NvlsParams)
-        f = params.fabric
-        pkt = packet_signature(f)
-        super().__init__({
-            "rx":       In(pkt).array(f.ports, NUM_CLASSES),
-            "tx":       Out(pkt).array(f.ports, NUM_CLASSES),
-            "load":     In(stream.Signature(mc_load_layout(params))),
-            "counters": Out(nvls_counters_layout()),
-        })
-
-    @property
-    def params(self):
-        return self._params
+        super().__init__(engine_members(params.fabric, mc_load_layout(params),
+                                        nvls_counters_layout()))
 
     def elaborate(self, platform):
         m = Module()

@@ -1,12 +1,12 @@
 """Switch: N switch ports and the crossbar core (the ISA attaches to the ``isa_*`` streams)."""
 
 from amaranth.hdl import Module, Cat
-from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from ..packet import NUM_CLASSES
 from ..params import check_type
-from ..transport.signature import check_params, check_credits, packet_signature, link_end_signature
+from ..transport.signature import (CreditedComponent, check_params, check_credits, packet_signature,
+                                   link_end_signature)
 from .core import SwitchCore
 from .filter import error_layout
 from .port import SwitchPort, check_queue_depth
@@ -21,7 +21,7 @@ __all__ = ["Switch", "SWITCH_LATENCY"]
 SWITCH_LATENCY = 3
 
 
-class Switch(wiring.Component):
+class Switch(CreditedComponent):
     """An N-port switch (``N = params.ports``): one :class:`SwitchPort` per port and a
     :class:`SwitchCore` between them.
 
@@ -84,14 +84,6 @@ class Switch(wiring.Component):
             members.update({"nvls_rx": Out(pkt).array(n, NUM_CLASSES),
                             "nvls_tx": In(pkt).array(n, NUM_CLASSES)})
         super().__init__(members)
-
-    @property
-    def params(self):
-        return self._params
-
-    @property
-    def credits(self):
-        return self._credits
 
     def elaborate(self, platform):
         m = Module()

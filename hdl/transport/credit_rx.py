@@ -1,19 +1,18 @@
 """CreditRx: per-class receive queues in block RAM that return a credit for every flit they pop."""
 
 from amaranth.hdl import Module, Signal
-from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..packet import NUM_CLASSES
-from .signature import (check_params, check_credits, packet_signature, link_flit_signature,
-                        credit_signature)
+from .signature import (CreditedComponent, check_params, check_credits, packet_signature,
+                        link_flit_signature, credit_signature)
 
 
 __all__ = ["CreditRx"]
 
 
-class CreditRx(wiring.Component):
+class CreditRx(CreditedComponent):
     """Receives flits from a credit link into one queue per message class.
 
     Each class has a :class:`~amaranth.lib.fifo.SyncFIFOBuffered` of ``credits`` flits (a block RAM
@@ -53,14 +52,6 @@ class CreditRx(wiring.Component):
             "o":         Out(packet_signature(params)).array(NUM_CLASSES),
             "overflow":  Out(1),
         })
-
-    @property
-    def params(self):
-        return self._params
-
-    @property
-    def credits(self):
-        return self._credits
 
     def elaborate(self, platform):
         m = Module()

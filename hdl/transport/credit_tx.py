@@ -1,19 +1,18 @@
 """CreditTx: per-class credit counters and the flit-level class multiplexer onto a link."""
 
 from amaranth.hdl import Module, Signal
-from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..packet import NUM_CLASSES
 from .round_robin import round_robin
-from .signature import (check_params, check_credits, packet_signature, link_flit_signature,
-                        credit_signature)
+from .signature import (CreditedComponent, check_params, check_credits, packet_signature,
+                        link_flit_signature, credit_signature)
 
 
 __all__ = ["CreditTx"]
 
 
-class CreditTx(wiring.Component):
+class CreditTx(CreditedComponent):
     """Sends per-class packet streams over one credit link, one flit per cycle at most.
 
     Each class ``c`` has a credit counter that starts at ``credits`` (the depth, in flits, of the
@@ -60,14 +59,6 @@ class CreditTx(wiring.Component):
             "available":    Out(range(credits + 1)).array(NUM_CLASSES),
             "credit_error": Out(1),
         })
-
-    @property
-    def params(self):
-        return self._params
-
-    @property
-    def credits(self):
-        return self._credits
 
     def elaborate(self, platform):
         m = Module()

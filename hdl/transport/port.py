@@ -1,13 +1,13 @@
 """TransportPort: one end of a credit link (CreditTx + CreditRx)."""
 
 from amaranth.hdl import Module
-from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from ..packet import NUM_CLASSES
 from .credit_rx import CreditRx
 from .credit_tx import CreditTx
-from .signature import check_params, check_credits, packet_signature, link_end_signature
+from .signature import (CreditedComponent, check_params, check_credits, packet_signature,
+                        link_end_signature)
 
 
 __all__ = ["TransportPort", "TRANSPORT_LATENCY", "CREDIT_LOOP_OVERHEAD", "credits_for_full_rate"]
@@ -30,7 +30,7 @@ def credits_for_full_rate(latency):
     return 2 * latency + CREDIT_LOOP_OVERHEAD
 
 
-class TransportPort(wiring.Component):
+class TransportPort(CreditedComponent):
     """One end of a credit link: per-class packet streams on the user side, a link end on the other.
 
     Within a class, flits leave in the order they were accepted and arrive in the same order;
@@ -72,14 +72,6 @@ class TransportPort(wiring.Component):
             "credit_error": Out(1),
             "available":    Out(range(credits + 1)).array(NUM_CLASSES),
         })
-
-    @property
-    def params(self):
-        return self._params
-
-    @property
-    def credits(self):
-        return self._credits
 
     def elaborate(self, platform):
         m = Module()

@@ -14,7 +14,8 @@ from ..params import check_int, check_type
 
 
 __all__ = ["packet_signature", "link_flit_signature", "credit_signature", "link_end_signature",
-           "check_params", "check_credits"]
+           "check_params", "check_credits", "ParamsComponent", "CreditedComponent",
+           "engine_members"]
 
 
 def check_params(params):
@@ -26,6 +27,36 @@ def check_credits(credits, name="credits"):
     """Validate a per-class credit count or queue depth, in flits (an integer >= 2: a queue of one
     flit could not return a credit before the next flit needs it)."""
     return check_int(name, credits, 2)
+
+
+def engine_members(fabric, load_layout, counters_layout):
+    """Return the members of a collective engine's signature: per port and class a packet stream in
+    (``rx``) and out (``tx``), a ``load`` stream of ``load_layout`` and ``counters_layout`` out."""
+    pkt = packet_signature(fabric)
+    return {
+        "rx":       In(pkt).array(fabric.ports, NUM_CLASSES),
+        "tx":       Out(pkt).array(fabric.ports, NUM_CLASSES),
+        "load":     In(stream.Signature(load_layout)),
+        "counters": Out(counters_layout),
+    }
+
+
+class ParamsComponent(wiring.Component):
+    """A component built for one parameter set; a subclass sets ``self._params`` (validated)
+    before calling ``super().__init__``."""
+
+    @property
+    def params(self):
+        return self._params
+
+
+class CreditedComponent(ParamsComponent):
+    """A component built for one :class:`FabricParams` and one per-class credit count; a subclass
+    sets ``self._params`` and ``self._credits`` (validated) before calling ``super().__init__``."""
+
+    @property
+    def credits(self):
+        return self._credits
 
 
 def packet_signature(params):
