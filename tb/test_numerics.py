@@ -22,47 +22,13 @@ from scin.sim.numerics import (
     allreduce_fp16, allreduce_int8, broadcast, collective, dequantize_int8, dequantize_int8_fixed,
     num_blocks, quantize_int8, quantize_int8_fixed, reduce, reduce_scatter,
 )
+from scin.tb.fp_reference import rne, to_fraction
 
 PROPS = settings(derandomize=True, max_examples=300, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
 # --------------------------------------------------------------------------- independent references
-
-def to_fraction(bits: int, fmt) -> Fraction:
-    """Exact value of a finite bit pattern."""
-    sign = -1 if bits & fmt.sign_mask else 1
-    e = (bits >> fmt.frac_bits) & ((1 << fmt.exp_bits) - 1)
-    f = bits & fmt.frac_mask
-    assert e != (1 << fmt.exp_bits) - 1, "not finite"
-    if e == 0:
-        return sign * Fraction(f) * Fraction(2) ** (fmt.emin - fmt.frac_bits)
-    return sign * Fraction(f + (1 << fmt.frac_bits)) * Fraction(2) ** (e - fmt.bias - fmt.frac_bits)
-
-
-def rne(v: Fraction, fmt) -> int:
-    """Bit pattern of v rounded to nearest even (exact zero -> +0, overflow -> Inf)."""
-    if v == 0:
-        return 0
-    sign = fmt.sign_mask if v < 0 else 0
-    a = abs(v)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    while Fraction(2) ** e > a:
-        e -= 1
-    while Fraction(2) ** (e + 1) <= a:
-        e += 1
-    e = max(e, fmt.emin)
-    quantum = Fraction(2) ** (e - fmt.frac_bits)
-    n = round(a / quantum)  # Fraction.__round__ is round-half-even
-    if n == 1 << fmt.precision:
-        n >>= 1
-        e += 1
-    if e > fmt.bias:  # beyond emax
-        return sign | fmt.inf
-    if n < 1 << fmt.frac_bits:
-        return sign | n
-    return sign | ((e + fmt.bias) << fmt.frac_bits) | (n - (1 << fmt.frac_bits))
-
 
 def ulp(a: Fraction, fmt) -> Fraction:
     """Spacing of the format at magnitude a (binade of a, subnormal spacing below)."""

@@ -7,8 +7,6 @@ the final rounding, explicit IEEE special-value rules, and the project's integer
 derandomized so every failure replays; the other random tests are seeded.
 """
 
-from fractions import Fraction
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,6 +15,7 @@ from hypothesis import strategies as st
 from scin.sim import nvls
 from scin.sim.fp import BF16, FP16, FloatFormat, round_fixed
 from scin.sim.numerics import Status, allreduce_fp16
+from scin.tb.fp_reference import rne, to_fraction
 
 PROPS = settings(derandomize=True, max_examples=300, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow])
@@ -36,33 +35,6 @@ def kind(bits, fmt):
     return "nan" if bits & fmt.frac_mask else "inf"
 
 
-def value(bits, fmt):
-    """Exact value of a finite pattern."""
-    sign = -1 if bits & fmt.sign_mask else 1
-    e = (bits & fmt.exp_mask) >> fmt.frac_bits
-    f = bits & fmt.frac_mask
-    sig = f if e == 0 else f | (1 << fmt.frac_bits)
-    return sign * Fraction(sig) * Fraction(2) ** (max(e, 1) - fmt.bias - fmt.frac_bits)
-
-
-def rne(v, fmt, negative_zero=False):
-    """Pattern of ``v`` rounded to nearest even; overflow to +-Inf; a zero result is -0 if
-    ``negative_zero`` (exact zero) or if ``v < 0`` (a negative value that rounds to zero)."""
-    if v == 0:
-        return fmt.sign_mask if negative_zero else 0
-    sign = fmt.sign_mask if v < 0 else 0
-    a = abs(v)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    while Fraction(2) ** e > a:
-        e -= 1
-    while Fraction(2) ** (e + 1) <= a:
-        e += 1
-    e = max(e, fmt.emin)
-    n = round(a / Fraction(2) ** (e - fmt.frac_bits))   # Fraction rounds half to even
-    body = ((e + fmt.bias - 1) << fmt.frac_bits) + n     # n keeps its hidden bit: carries step up
-    return sign | min(body, fmt.inf)
-
-
 def ref_add(a, b):
     """IEEE binary32 ``a + b`` on patterns, written from the standard's rules."""
     ka, kb = kind(a, FP32), kind(b, FP32)
@@ -73,7 +45,7 @@ def ref_add(a, b):
         return a
     if kb == "inf":
         return b
-    total = value(a, FP32) + value(b, FP32)
+    total = to_fraction(a, FP32) + to_fraction(b, FP32)
     # An exact zero sum is +0 in round-to-nearest, except (-0) + (-0).
     return rne(total, FP32, negative_zero=(total == 0 and sa == sb == 1))
 
@@ -86,7 +58,7 @@ def ref_widen(bits, fmt):
         return FP32.qnan
     if k == "inf":
         return sign | FP32.inf
-    v = value(bits, fmt)
+    v = to_fraction(bits, fmt)
     return rne(v, FP32, negative_zero=bool(sign))
 
 
@@ -96,7 +68,7 @@ def ref_narrow(bits, fmt):
         return fmt.qnan
     if k == "inf":
         return ((bits >> 31) << 15) | fmt.inf
-    return rne(value(bits, FP32), fmt, negative_zero=bool(bits >> 31))
+    return rne(to_fraction(bits, FP32), fmt, negative_zero=bool(bits >> 31))
 
 
 def ref_nvls(members, order, dtype):
