@@ -8,12 +8,13 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 from ..packet import MsgClass, NUM_CLASSES
 from ..params import check_type
 from ..transport import TransportPort
-from ..transport.signature import check_params, check_credits, packet_signature, link_end_signature
+from ..transport.signature import (CreditedComponent, check_params, check_credits, packet_signature,
+                                   link_end_signature)
 from .arbiter import PacketArbiter
 from .filter import PacketFilter, error_layout, ERROR_KINDS
 
 
-__all__ = ["SwitchPort", "check_queue_depth"]
+__all__ = ["SwitchPort", "SwitchOptions", "check_queue_depth"]
 
 
 def check_queue_depth(depth, name="isa_depth"):
@@ -39,7 +40,21 @@ class _Queue(wiring.Component):
         return m
 
 
-class SwitchPort(wiring.Component):
+class SwitchOptions(CreditedComponent):
+    """What :class:`SwitchPort` and the switch built from them are configured by, validated by
+    :meth:`check_options` before ``super().__init__``."""
+
+    def check_options(self, params, credits, isa_depth, nvls, push):
+        """Validate and keep the transport ``params``, ``credits``, ``isa_depth``, ``nvls`` and
+        ``push``, each error naming its parameter."""
+        self._params = check_params(params)
+        self._credits = check_credits(credits)
+        self._isa_depth = check_queue_depth(isa_depth)
+        self._nvls = check_type("nvls", nvls, bool)
+        self._push = check_type("push", push, bool)
+
+
+class SwitchPort(SwitchOptions):
     """One switch port: the switch side of a credit link, split between the ISA and the core.
 
     RX, per class: :class:`TransportPort` receive queue (the *switch RX queue*) ->
@@ -91,11 +106,7 @@ class SwitchPort(wiring.Component):
     """
 
     def __init__(self, params, credits=256, isa_depth=256, *, nvls=False, push=False):
-        self._params = check_params(params)
-        self._credits = check_credits(credits)
-        self._isa_depth = check_queue_depth(isa_depth)
-        self._nvls = check_type("nvls", nvls, bool)
-        self._push = check_type("push", push, bool)
+        self.check_options(params, credits, isa_depth, nvls, push)
         pkt = packet_signature(params)
         members = {
             "link":         Out(link_end_signature(params)),

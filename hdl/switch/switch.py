@@ -4,12 +4,10 @@ from amaranth.hdl import Module, Cat
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from ..packet import NUM_CLASSES
-from ..params import check_type
-from ..transport.signature import (CreditedComponent, check_params, check_credits, packet_signature,
-                                   link_end_signature)
+from ..transport.signature import packet_signature, link_end_signature
 from .core import SwitchCore
 from .filter import error_layout
-from .port import SwitchPort, check_queue_depth
+from .port import SwitchOptions, SwitchPort
 
 
 __all__ = ["Switch", "SWITCH_LATENCY"]
@@ -21,7 +19,7 @@ __all__ = ["Switch", "SWITCH_LATENCY"]
 SWITCH_LATENCY = 3
 
 
-class Switch(CreditedComponent):
+class Switch(SwitchOptions):
     """An N-port switch (``N = params.ports``): one :class:`SwitchPort` per port and a
     :class:`SwitchCore` between them.
 
@@ -65,11 +63,7 @@ class Switch(CreditedComponent):
     """
 
     def __init__(self, params, credits=256, isa_depth=256, *, nvls=False, push=False):
-        self._params = check_params(params)
-        self._credits = check_credits(credits)
-        self._isa_depth = check_queue_depth(isa_depth)
-        self._nvls = check_type("nvls", nvls, bool)
-        self._push = check_type("push", push, bool)
+        self.check_options(params, credits, isa_depth, nvls, push)
         n = params.ports
         pkt = packet_signature(params)
         members = {
