@@ -240,7 +240,6 @@ def test_command_budget_and_json(tmp_path, capsys):
 #: Worst paths measured at the paper's configuration (4 ports, 256-bit flits) while the datapath
 #: is being pipelined: the blocks over the budget are expected to fail until they meet it.
 OVER_BUDGET = {
-    "tree_reducer": "measured 10 hops / 15 levels; pipelining in progress",
     "block_quantizer": "measured 13 hops / 22 levels; pipelining in progress",
 }
 
