@@ -16,6 +16,16 @@ def to_fraction(bits: int, fmt) -> Fraction:
     return sign * Fraction(f + (1 << fmt.frac_bits)) * Fraction(2) ** (e - fmt.bias - fmt.frac_bits)
 
 
+def binade(a: Fraction, fmt) -> int:
+    """The exponent ``e`` of positive ``a`` (``2**e <= a < 2**(e + 1)``), ``fmt.emin`` if lower."""
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    while Fraction(2) ** e > a:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= a:
+        e += 1
+    return max(e, fmt.emin)
+
+
 def rne(v, fmt, negative_zero=False) -> int:
     """Pattern of ``v`` rounded to nearest even; overflow to +-Inf; a zero result is -0 if
     ``negative_zero`` (exact zero) or if ``v < 0`` (a negative value that rounds to zero), else
@@ -24,12 +34,7 @@ def rne(v, fmt, negative_zero=False) -> int:
         return fmt.sign_mask if negative_zero else 0
     sign = fmt.sign_mask if v < 0 else 0
     a = abs(v)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    while Fraction(2) ** e > a:
-        e -= 1
-    while Fraction(2) ** (e + 1) <= a:
-        e += 1
-    e = max(e, fmt.emin)
+    e = binade(a, fmt)
     n = round(a / Fraction(2) ** (e - fmt.frac_bits))   # Fraction rounds half to even
     body = ((e + fmt.bias - 1) << fmt.frac_bits) + n     # n keeps its hidden bit: carries step up
     return sign | min(body, fmt.inf)

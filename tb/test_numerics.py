@@ -22,7 +22,7 @@ from scin.sim.numerics import (
     allreduce_fp16, allreduce_int8, broadcast, collective, dequantize_int8, dequantize_int8_fixed,
     num_blocks, quantize_int8, quantize_int8_fixed, reduce, reduce_scatter,
 )
-from scin.tb.fp_reference import rne, to_fraction
+from scin.tb.fp_reference import binade, rne, to_fraction
 
 PROPS = settings(derandomize=True, max_examples=300, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -32,15 +32,7 @@ PROPS = settings(derandomize=True, max_examples=300, deadline=None,
 
 def ulp(a: Fraction, fmt) -> Fraction:
     """Spacing of the format at magnitude a (binade of a, subnormal spacing below)."""
-    a = abs(a)
-    e = fmt.emin
-    if a > 0:
-        e = a.numerator.bit_length() - a.denominator.bit_length()
-        while Fraction(2) ** e > a:
-            e -= 1
-        while Fraction(2) ** (e + 1) <= a:
-            e += 1
-        e = max(e, fmt.emin)
+    e = binade(abs(a), fmt) if a != 0 else fmt.emin
     return Fraction(2) ** (e - fmt.frac_bits)
 
 
