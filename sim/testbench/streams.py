@@ -44,7 +44,19 @@ def pause_generator(mode, rng, probability=0.3):
     raise ValueError(f"pause mode must be one of {PAUSE_MODES}, not {mode!r}")
 
 
-class StreamSource:
+class _StreamEnd:
+    """The handles of the stream ``prefix`` of ``dut`` (``clk``, ``valid``, ``ready``,
+    ``payload``) and the pause generator (None: never pause) that one end of it is driven by."""
+
+    def __init__(self, dut, prefix, pauses):
+        self.clk = dut.clk
+        self.valid = getattr(dut, f"{prefix}__valid")
+        self.ready = getattr(dut, f"{prefix}__ready")
+        self.payload = getattr(dut, f"{prefix}__payload")
+        self.pauses = pauses
+
+
+class StreamSource(_StreamEnd):
     """Drives an Amaranth ``stream`` input port ``<prefix>__{valid,ready,payload}``.
 
     ``valid`` never depends on ``ready``, and ``payload`` holds while ``valid`` is high, as the
@@ -53,11 +65,7 @@ class StreamSource:
     """
 
     def __init__(self, dut, prefix, pauses=None):
-        self.clk = dut.clk
-        self.valid = getattr(dut, f"{prefix}__valid")
-        self.ready = getattr(dut, f"{prefix}__ready")
-        self.payload = getattr(dut, f"{prefix}__payload")
-        self.pauses = pauses
+        super().__init__(dut, prefix, pauses)
         self.queue = []
         self.sent = 0
         self.valid.value = 0
@@ -108,7 +116,7 @@ class StreamSource:
             self.valid.value = int(self._valid)
 
 
-class StreamSink:
+class StreamSink(_StreamEnd):
     """Receives from an Amaranth ``stream`` output port ``<prefix>__{valid,ready,payload}``.
 
     Collects every transferred payload (as an integer) in :attr:`items`, and checks the stream
@@ -117,12 +125,8 @@ class StreamSink:
     """
 
     def __init__(self, dut, prefix, pauses=None):
-        self.clk = dut.clk
-        self.valid = getattr(dut, f"{prefix}__valid")
-        self.ready = getattr(dut, f"{prefix}__ready")
-        self.payload = getattr(dut, f"{prefix}__payload")
+        super().__init__(dut, prefix, pauses)
         self.name = prefix
-        self.pauses = pauses
         self.items = []
         self.ready.value = 0
         self._task = cocotb.start_soon(self._run())
