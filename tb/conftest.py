@@ -32,6 +32,34 @@ LONG_TESTS = [
 ]
 
 
+#: What ``make quick`` leaves out besides :data:`LONG_TESTS` (node-id prefixes): the tests that run
+#: the whole simulated system (each builds or shares a multi-minute Verilator model of it), the
+#: synthesis-based timing regression, and the mutation run. ``make test`` runs them all.
+SYSTEM_TESTS = [
+    "tb/test_system.py::test_system_",
+    "tb/test_soak.py::test_soak_short",
+    "tb/test_nvls.py::test_",
+    "tb/test_nvls_soak.py::test_nvls_soak_short",
+    "tb/test_nvls_collectives.py::test_nvls_collective[",
+    "tb/test_ring.py::test_ring",
+    "tb/test_faults.py::test_system",
+    "tb/test_collectives.py::test_",
+    "tb/test_push.py::test_",
+    "tb/test_cli.py::test_allreduce_",
+    "tb/test_cli.py::test_collective_json",
+    "tb/test_cli.py::test_reduce_scatter_trace",
+    "tb/test_coverage.py::test_the_soak_cli",
+    "tb/test_timing.py::test_datapath_block_meets_budget",
+    "tb/test_mutation.py::test_a_known_bug_is_killed",
+]
+
+
+def _slow(item):
+    """Whether ``make quick`` leaves ``item`` out (it is marked ``slow``)."""
+    return (item.get_closest_marker("slow") is not None
+            or any(item.nodeid.startswith(p) for p in LONG_TESTS + SYSTEM_TESTS))
+
+
 def _rank(item):
     for rank, prefix in enumerate(LONG_TESTS):
         if item.nodeid.startswith(prefix):
@@ -57,6 +85,9 @@ def _interleaved_by_file(items):
 def pytest_collection_modifyitems(config, items):
     """Move the long tests to the front, longest first; then the rest, interleaved by file
     (:func:`_interleaved_by_file`)."""
+    for item in items:
+        if _slow(item):
+            item.add_marker(pytest.mark.slow)
     items.sort(key=_rank)
     long = [item for item in items if _rank(item) < len(LONG_TESTS)]
     items[len(long):] = _interleaved_by_file(items[len(long):])
