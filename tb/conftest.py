@@ -17,6 +17,9 @@ LONG_TESTS = [
     "tb/test_nvls.py::test_reordered_responses_change_nvls_bits_not_scins",  # NVLS builds, ~450 s
     "tb/test_nvls.py::test_ld_reduce_st_and_refusals[verilator]",  # NVLS system build, ~265 s
     "tb/test_system.py::test_system_large",                               # two system builds
+    # synthesis of the datapath blocks for the timing budget, ~12 and ~5 min from cold
+    "tb/test_timing.py::test_datapath_block_meets_budget[block_quantizer]",
+    "tb/test_timing.py::test_datapath_block_meets_budget[tree_reducer]",
     "tb/test_soak.py::test_soak_short",
     "tb/test_faults.py::test_system_faults",
     "tb/test_datapath.py::test_datapath[icarus-",
