@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed-stamp
 # first), so the long tests start at once, on different workers, instead of queueing on one.
 JOBS   ?= auto
 
-.PHONY: setup demo test quick coverage lint lint-py synth verilog clean
+.PHONY: setup demo test quick flows coverage lint lint-py synth verilog clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed, found " + sys.version.split()[0])'
@@ -27,12 +27,17 @@ demo: $(STAMP)
 	$(BIN)/scin allreduce --endpoints 4 --dtype fp16 --size 64KiB
 
 test: $(STAMP)
-	$(BIN)/pytest -n $(JOBS) --maxschedchunk 1 -q --durations=25
+	$(BIN)/pytest -n $(JOBS) --maxschedchunk 1 -q -m "not flow" --durations=25
 
 # The edit loop's tier: every test but those marked slow (tb/conftest.py: the system simulations,
-# the ECP5 place and route, the slowest proofs, the timing synthesis); under 10 minutes on 2 cores.
+# the slowest proofs); under 10 minutes on 2 cores.
 quick: $(STAMP)
-	$(BIN)/pytest -n $(JOBS) --maxschedchunk 1 -q -m "not slow" --durations=10
+	$(BIN)/pytest -n $(JOBS) --maxschedchunk 1 -q -m "not slow and not flow" --durations=10
+
+# The whole-flow checks make test leaves out (tests marked flow: the ECP5 place and route through
+# `scin build`, the datapath's timing budget through `scin timing`): about 25 minutes of one core.
+flows: $(STAMP)
+	$(BIN)/pytest -n $(JOBS) --maxschedchunk 1 -q -m flow --durations=10
 
 # Line and toggle coverage of hdl/ (docs/VERIFICATION.md): the suite on Verilator with coverage
 # models (SCIN_COVERAGE=1, built and cached apart from the normal ones), then the report,

@@ -12,14 +12,10 @@ from scin.tb.simulators import ICARUS_MISSING
 #: many short tests instead of starting last and running alone: with ``--maxschedchunk 1`` each
 #: xdist worker takes the next test in this order as it frees up (longest processing time first).
 LONG_TESTS = [
-    "tb/test_boards.py::test_ecp5_build_reports_utilisation_and_fmax",     # nextpnr, ~620-1000 s
     "tb/test_soak.py::test_two_groups_of_four_on_eight_ports",            # 8-port system, ~590 s
     "tb/test_nvls.py::test_reordered_responses_change_nvls_bits_not_scins",  # NVLS builds, ~450 s
     "tb/test_nvls.py::test_ld_reduce_st_and_refusals[verilator]",  # NVLS system build, ~265 s
     "tb/test_system.py::test_system_large",                               # two system builds
-    # synthesis of the datapath blocks for the timing budget, ~12 and ~5 min from cold
-    "tb/test_timing.py::test_datapath_block_meets_budget[block_quantizer]",
-    "tb/test_timing.py::test_datapath_block_meets_budget[tree_reducer]",
     "tb/test_soak.py::test_soak_short",
     "tb/test_faults.py::test_system_faults",
     "tb/test_datapath.py::test_datapath[icarus-",
@@ -36,8 +32,8 @@ LONG_TESTS = [
 
 
 #: What ``make quick`` leaves out besides :data:`LONG_TESTS` (node-id prefixes): the tests that run
-#: the whole simulated system (each builds or shares a multi-minute Verilator model of it), the
-#: synthesis-based timing regression, and the mutation run. ``make test`` runs them all.
+#: the whole simulated system (each builds or shares a multi-minute Verilator model of it) and the
+#: mutation run. ``make test`` runs them all (the whole-flow tests, marked ``flow``, run apart).
 SYSTEM_TESTS = [
     "tb/test_system.py::test_system_",
     "tb/test_soak.py::test_soak_short",
@@ -52,7 +48,6 @@ SYSTEM_TESTS = [
     "tb/test_cli.py::test_collective_json",
     "tb/test_cli.py::test_reduce_scatter_trace",
     "tb/test_coverage.py::test_the_soak_cli",
-    "tb/test_timing.py::test_datapath_block_meets_budget",
     "tb/test_mutation.py::test_a_known_bug_is_killed",
 ]
 

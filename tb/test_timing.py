@@ -244,7 +244,7 @@ OVER_BUDGET = {
 }
 
 
-@pytest.mark.slow
+@pytest.mark.flow
 @pytest.mark.parametrize("block", [
     pytest.param(b, marks=pytest.mark.xfail(strict=True, reason=OVER_BUDGET[b]))
     if b in OVER_BUDGET else b
