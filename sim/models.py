@@ -1,8 +1,8 @@
 """NVLS and ring All-Reduce on the RTL fabric, in cycles: what `scin bench` sets beside its
 measured SCIN figures.
 
-These are thin wrappers of :mod:`scin.sim.system_model` (:func:`~scin.sim.system_model.nvls_time`
-and :func:`~scin.sim.system_model.ring_time`) on the fabric of a :class:`~scin.hdl.paper.LinkModel`
+These are thin wrappers of :func:`scin.sim.nvls_model.nvls_time` and
+:func:`scin.sim.ring_model.ring_time` on the fabric of a :class:`~scin.hdl.paper.LinkModel`
 (default :data:`~scin.hdl.paper.PAPER_LINK`, the paper latency model): one model of each
 algorithm, whose forms follow the RTL's mechanism (NCCL's NVLS kernel on the switch's NVLS engine,
 NCCL's ring on the accelerator model; docs/NVLS.md) and whose few own-cycle constants are
@@ -22,8 +22,9 @@ the link's clock.
 """
 
 from ..hdl.paper import PAPER_LINK, LinkModel
-from .system_model import (NVLS_PACKET_BYTES, NVLS_WINDOW, RTL_FABRIC, Fabric, load_calibration,
-                           nvls_time, ring_time)
+from .fabric_model import RTL_FABRIC, Fabric, load_calibration
+from .nvls_model import NVLS_PACKET_BYTES, NVLS_WINDOW, nvls_time
+from .ring_model import ring_time
 
 __all__ = ["LinkModel", "PAPER_LINK", "link_fabric", "serialisation", "nvls_cycles", "ring_cycles",
            "PACKET_BYTES"]
@@ -33,7 +34,7 @@ PACKET_BYTES = 4096
 
 
 def link_fabric(link):
-    """The :class:`~scin.sim.system_model.Fabric` of the :class:`LinkModel` ``link``: the RTL
+    """The :class:`~scin.sim.fabric_model.Fabric` of the :class:`LinkModel` ``link``: the RTL
     fabric (one plane, the accelerator endpoints, the RTL's NVLS engine) with its latencies and
     flit, at the RTL's clock (a cycle is a cycle whatever the clock)."""
     hz = RTL_FABRIC.isa_clock_hz
@@ -56,7 +57,7 @@ def serialisation(size, link):
 
 def nvls_cycles(size, endpoints, link=PAPER_LINK, window=NVLS_WINDOW, cal=None):
     """NVLS All-Reduce of ``size`` bytes over ``endpoints`` ranks on ``link``, in cycles:
-    :func:`~scin.sim.system_model.nvls_time` with ``window`` ``ld_reduce``\\ s in flight per rank
+    :func:`~scin.sim.nvls_model.nvls_time` with ``window`` ``ld_reduce``\\ s in flight per rank
     (None: enough to cover the round trip) and the calibration ``cal`` (default: the committed
     one)."""
     _check(size, endpoints)
@@ -68,7 +69,7 @@ def nvls_cycles(size, endpoints, link=PAPER_LINK, window=NVLS_WINDOW, cal=None):
 
 def ring_cycles(size, endpoints, link=PAPER_LINK, cal=None):
     """NCCL's ring All-Reduce of ``size`` bytes over ``endpoints`` ranks on ``link``, in cycles:
-    :func:`~scin.sim.system_model.ring_time` with the calibration ``cal`` (default: the committed
+    :func:`~scin.sim.ring_model.ring_time` with the calibration ``cal`` (default: the committed
     one)."""
     _check(size, endpoints)
     f = link_fabric(link)

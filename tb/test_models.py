@@ -1,15 +1,17 @@
 """The NVLS and ring All-Reduce models that `scin bench` sets beside the measured SCIN figures
-(`scin.sim.models`, wrappers of `scin.sim.system_model`): against every NVLS and ring point that
-`scin compare` measured on the RTL (docs/bench/compare.csv, the committed calibration), and the
-mechanism of their forms. Pure Python: the file runs in about a second."""
+(`scin.sim.models`, wrappers of `scin.sim.nvls_model` and `scin.sim.ring_model`): against every
+NVLS and ring point that `scin compare` measured on the RTL (docs/bench/compare.csv, the
+committed calibration), and the mechanism of their forms. Pure Python: the file runs in about a
+second."""
 
 import dataclasses
 
 import pytest
 
 from scin.sim.models import LinkModel, nvls_cycles, ring_cycles, serialisation
-from scin.sim.system_model import (COMPARE_PATH, NVLS_BARRIER_OWN, NVLS_ISSUE_CYCLES,
-                                   load_calibration, read_compare_csv)
+from scin.sim.bench_csv import read_compare_csv
+from scin.sim.fabric_model import COMPARE_PATH, load_calibration
+from scin.sim.nvls_model import NVLS_BARRIER_OWN, NVLS_ISSUE_CYCLES
 
 LINK = LinkModel()
 CAL = load_calibration()

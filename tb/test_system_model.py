@@ -1,7 +1,8 @@
-"""The calibrated system model (`scin.sim.system_model`), the LLM roofline (`scin.sim.llm`) and
-`scin study`: closed forms against hand-computed cases, the calibration round trip (bench.csv and
-compare.csv, push.csv), the model against every RTL point of the three, and monotonicity and limit
-checks. No RTL simulation: the whole file runs in seconds."""
+"""The calibrated system model (`scin.sim.closed_forms` and the modules below it), the LLM
+roofline (`scin.sim.llm`) and `scin study`: closed forms against hand-computed cases, the
+calibration round trip (bench.csv and compare.csv, push.csv), the model against every RTL point
+of the three, and monotonicity and limit checks. No RTL simulation: the whole file runs in
+seconds."""
 
 import dataclasses
 import json
@@ -11,13 +12,16 @@ import re
 import pytest
 
 from scin.sim import llm
-from scin.sim.system_model import (
-    CALIBRATION_PATH, COMPARE_CONSTANTS, COMPARE_PATH, HOP_OWN, OPS, PUSH_PATH, RTL_FABRIC,
-    Calibration, Fabric, fit_push, read_push_csv,
-    collective_time, compare_model, compare_modelled,
-    fit_calibration, fit_compare, load_calibration, nvlink_fabric, nvls_ceiling, nvls_time,
-    packet_flits, protocol_ceiling, read_bench_csv, read_compare_csv, ring_time, scin_time,
-    validate, validate_compare, write_calibration, bus_bandwidth)
+from scin.sim.bench_csv import read_bench_csv, read_compare_csv, read_push_csv
+from scin.sim.calibration import fit_calibration, fit_push, validate, write_calibration
+from scin.sim.closed_forms import collective_time, compare_model, compare_modelled
+from scin.sim.compare_fit import COMPARE_CONSTANTS, fit_compare, validate_compare
+from scin.sim.fabric_model import (CALIBRATION_PATH, COMPARE_PATH, HOP_OWN, OPS, PUSH_PATH,
+                                   RTL_FABRIC, Calibration, Fabric, bus_bandwidth,
+                                   load_calibration, nvlink_fabric, packet_flits)
+from scin.sim.nvls_model import nvls_ceiling, nvls_time
+from scin.sim.ring_model import ring_time
+from scin.sim.scin_model import protocol_ceiling, scin_time
 from scin.sim.toolchain import REPO_ROOT
 
 BENCH_CSV = REPO_ROOT / "docs" / "bench" / "bench.csv"
