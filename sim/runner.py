@@ -30,17 +30,18 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from .toolchain import (BUILD_ROOT, REPO_ROOT, VERILATOR_MAKE_VARS, file_lock as _locked,
                         have_icarus, setup_environment)
-from . import hdl_coverage
+from . import hdl_coverage, progress
 
 
 __all__ = ["SIMULATORS", "SimulationError", "verilog_for", "verilog_key", "run_cocotb",
            "hdl_fingerprint", "hdl_digest", "hdl_sources", "source_digest", "code_digest",
            "atomic_write", "sim_variant", "simulation_sources", "build_flags", "build_key",
-           "build_dir_for"]
+           "build_dir_for", "build_model"]
 
 SIMULATORS = ("verilator", "icarus")
 
@@ -171,7 +172,7 @@ def atomic_write(path, text):
     os.replace(tmp, path)
 
 
-def verilog_for(make_component, top, config_key, *, top_module=None):
+def verilog_for(make_component, top, config_key, *, top_module=None, log=None, what=None):
     """Return the path of the Verilog for ``make_component()``, elaborating it only if needed.
 
     Parameters
@@ -188,6 +189,9 @@ def verilog_for(make_component, top, config_key, *, top_module=None):
         the models built on it. It must import only ``hdl/`` (what it imports from elsewhere is
         not in the key). A component of a class defined in ``scin.sim`` or ``scin.tb`` without
         it is refused (ValueError) when it is elaborated, since an edit of it would go unnoticed.
+    log : callable, optional
+        Told, in one line each, that ``what`` (default ``top``) is elaborated and how long it
+        took; nothing when the Verilog is cached.
     """
     from scin.hdl.toplevel import convert
     setup_environment()
@@ -201,6 +205,9 @@ def verilog_for(make_component, top, config_key, *, top_module=None):
     path = BUILD_ROOT / "verilog" / f"{top}-{key}.v"
     with _locked(path.with_suffix(".lock")):
         if not path.exists():
+            started = time.monotonic()
+            if log:
+                log(f"elaborating {what or top} to Verilog ...")
             component = make_component()
             _check_top_module(component, top, top_module)
             # Not verilog.convert(component): it rejects the constant ``ready`` of always_ready
@@ -211,6 +218,8 @@ def verilog_for(make_component, top, config_key, *, top_module=None):
             else:
                 text = convert(component, name=top, emit_src=False)
             atomic_write(path, text)
+            if log:
+                log(f"elaborated in {progress.format_seconds(time.monotonic() - started)}")
     return path
 
 
@@ -362,47 +371,68 @@ def build_dir_for(sim, top, key):
     return BUILD_ROOT / sim / f"{top}-{key}"
 
 
-def _build(runner, sim, top, sources, flags, waves):
-    """Build (once per key) and return the build directory. Under the directory's lock: copy the
-    sources into ``src/``, build, then write the ``built`` stamp; a build that fails leaves no
-    stamp, so the next run tries again."""
+def build_model(runner, sim, top, sources, flags, waves, log=None):
+    """Build ``top`` from ``sources`` (``[(file name, text)]``) with ``runner`` (a cocotb runner)
+    once per :func:`build_key`, and return the build directory. Under the directory's lock: copy the
+    sources into ``src/``, build, then write the ``built`` stamp (with the build's time); a build
+    that fails leaves no stamp, so the next run tries again. ``log`` (a callable, or None) is told
+    whether the model is cached or built, with an estimate and progress while it builds."""
     key = build_key(sim, top, sources, flags, waves=waves)
     build_dir = build_dir_for(sim, top, key)
     stamp = build_dir / "built"
+    say = log or (lambda line: None)
     if stamp.exists():
+        say(f"{sim} model of {top}: cached ({build_dir})")
         return build_dir
-    log_file = build_dir / "build.log"
     with _locked(build_dir.with_suffix(".lock")):
         if stamp.exists():          # built by another worker while we waited
+            say(f"{sim} model of {top}: built by another run meanwhile ({build_dir})")
             return build_dir
-        paths = []
-        for name, text in sources:
-            path = build_dir / "src" / name
-            if not path.exists():
-                atomic_write(path, text)
-            paths.append(path)
-        try:
-            runner.build(sources=paths, hdl_toplevel=top, build_dir=build_dir, build_args=flags,
-                         timescale=TIMESCALE, waves=waves, log_file=log_file)
-        except Exception as exc:
-            raise SimulationError(f"{sim} could not build {top} in {build_dir}: {exc}; "
-                                  f"see {log_file}") from exc
+        estimate = progress.build_estimate(BUILD_ROOT, sim, top)
+        say(f"{sim} model of {top}: not built yet, building it in {build_dir} ("
+            + (f"earlier builds took about {progress.format_seconds(estimate)})" if estimate
+               else "no earlier build to estimate its time from)"))
+        started = time.monotonic()
+        with progress.Watch(log, f"building the {sim} model of {top}",
+                            progress.build_status(build_dir), estimate=estimate):
+            _build_here(runner, sim, top, sources, flags, waves, build_dir)
+        seconds = round(time.monotonic() - started, 1)
         atomic_write(stamp, json.dumps({"sim": sim, "top": top, "flags": flags, "waves": waves,
-                                         "version": simulator_version(sim),
+                                         "version": simulator_version(sim), "seconds": seconds,
                                          "sources": [name for name, _ in sources]}, indent=1))
+        say(f"{sim} model of {top}: built in {progress.format_seconds(seconds)}")
     return build_dir
 
 
+def _build_here(runner, sim, top, sources, flags, waves, build_dir):
+    """Copy the sources into ``build_dir/src/`` and build; a failure is a SimulationError."""
+    log_file = build_dir / "build.log"
+    paths = []
+    for name, text in sources:
+        path = build_dir / "src" / name
+        if not path.exists():
+            atomic_write(path, text)
+        paths.append(path)
+    try:
+        runner.build(sources=paths, hdl_toplevel=top, build_dir=build_dir, build_args=flags,
+                     timescale=TIMESCALE, waves=waves, log_file=log_file)
+    except Exception as exc:
+        raise SimulationError(f"{sim} could not build {top} in {build_dir}: {exc}; "
+                              f"see {log_file}") from exc
+
+
 def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None, config=None,
-               waves=False, test_dir=None, extra_env=None, quiet=False, plusargs=()):
+               waves=False, test_dir=None, extra_env=None, quiet=False, plusargs=(), log=None):
     """Build (once per :func:`build_key`) and run the cocotb tests in ``test_module`` against
     ``top``.
 
     ``config`` (JSON-serialisable) reaches the testbench as the ``SCIN_TB_CONFIG`` environment
     variable; read it with :func:`scin.sim.testbench.env.tb_config`. With ``quiet`` the
     simulator's log goes to ``sim.log`` in the test directory instead of standard output.
-    ``plusargs`` go to the simulator (e.g. the file backdoor of ``scin_sim_ram``). Returns the path
-    of the results file.
+    ``plusargs`` go to the simulator (e.g. the file backdoor of ``scin_sim_ram``). ``log`` (a
+    callable taking a line, or None) is told whether the model is cached or built, how the build
+    goes, and every few seconds how far the simulation is (the cycle a bench notes with
+    :func:`scin.sim.progress.note_cycles`). Returns the path of the results file.
 
     Raises
     ------
@@ -422,8 +452,8 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
                            "install it (Debian: apt-get install iverilog) or use --sim verilator")
     setup_environment()
     runner = _lean_verilator() if sim == "verilator" else get_runner(sim)
-    build_dir = _build(runner, sim, top, simulation_sources(verilog_path, top), build_flags(sim),
-                       waves)
+    build_dir = build_model(runner, sim, top, simulation_sources(verilog_path, top),
+                            build_flags(sim), waves, log)
     if test_dir is None:
         (BUILD_ROOT / "runs").mkdir(parents=True, exist_ok=True)
         test_dir = tempfile.mkdtemp(dir=BUILD_ROOT / "runs", prefix=f"{top}-{sim}-")
@@ -443,12 +473,16 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
         coverage_data = plusargs[-1].removeprefix(hdl_coverage.DATA_PLUSARG)
     try:
         # The language is given: a runner whose build was skipped cannot guess it from its sources.
-        results = runner.test(test_module=test_module, hdl_toplevel=top,
-                              hdl_toplevel_lang="verilog", testcase=testcase, seed=seed,
-                              extra_env=env, waves=waves, plusargs=plusargs, build_dir=build_dir,
-                              test_dir=test_dir, results_xml=str(test_dir / "results.xml"),
-                              timescale=TIMESCALE,
-                              log_file=test_dir / "sim.log" if quiet else None)
+        watch = progress.Watch(log, f"simulating {top} on {sim}", progress.run_status(test_dir),
+                               every=5.0)
+        with watch:
+            results = runner.test(test_module=test_module, hdl_toplevel=top,
+                                  hdl_toplevel_lang="verilog", testcase=testcase, seed=seed,
+                                  extra_env=env, waves=waves, plusargs=plusargs,
+                                  build_dir=build_dir,
+                                  test_dir=test_dir, results_xml=str(test_dir / "results.xml"),
+                                  timescale=TIMESCALE,
+                                  log_file=test_dir / "sim.log" if quiet else None)
     finally:
         if coverage_data:
             hdl_coverage.fold(coverage_data)

@@ -12,9 +12,16 @@ with its caller; this module only carries the configuration there and the memori
 
 The bench reads its configuration with :func:`~scin.sim.testbench.env.tb_config`: the caller's
 ``config`` dict plus ``hw`` (:meth:`SystemConfig.to_json`) and ``run_dir`` (where to write).
+
+Run folders do not pile up: a command removes a passing run's folder (:func:`remove_run`) unless
+asked to keep it, and each new run folder prunes the others down to the newest
+:data:`KEEP_RUNS` (those touched in the last :data:`PRUNE_AGE` seconds stay: another process may
+still be running in them).
 """
 
 import json
+import os
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -25,7 +32,15 @@ import numpy as np
 from .toolchain import BUILD_ROOT
 
 __all__ = ["run_system", "SystemResult", "SystemRunError", "Dump", "new_run_dir", "write_memh",
-           "read_memh", "region_image", "flit_loads"]
+           "read_memh", "region_image", "flit_loads", "RUNS_ROOT", "KEEP_RUNS", "PRUNE_AGE",
+           "prune_runs", "remove_run"]
+
+#: Where every run folder is made.
+RUNS_ROOT = BUILD_ROOT / "runs"
+#: Run folders kept when a new one is made (environment ``SCIN_KEEP_RUNS``; default 20).
+KEEP_RUNS = int(os.environ.get("SCIN_KEEP_RUNS", "20"))
+#: Seconds since its last change under which a run folder is never pruned (it may be in use).
+PRUNE_AGE = 3600.0
 
 
 class SystemRunError(RuntimeError):
@@ -84,10 +99,34 @@ class SystemResult:
 
 
 def new_run_dir(prefix):
-    """A new, empty directory for one run under ``.build/runs/``, its name starting ``prefix``."""
-    root = BUILD_ROOT / "runs"
-    root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(dir=root, prefix=prefix))
+    """A new, empty directory for one run under ``.build/runs/``, its name starting ``prefix``;
+    the older run folders are pruned first (:func:`prune_runs`)."""
+    RUNS_ROOT.mkdir(parents=True, exist_ok=True)
+    prune_runs()
+    return Path(tempfile.mkdtemp(dir=RUNS_ROOT, prefix=prefix))
+
+
+def prune_runs(keep=KEEP_RUNS, min_age=PRUNE_AGE, root=None):
+    """Remove the run folders under ``root`` (default :data:`RUNS_ROOT`) but the newest ``keep``
+    and those changed less than ``min_age`` seconds ago; return the removed paths."""
+    root = RUNS_ROOT if root is None else Path(root)
+    if not root.is_dir():
+        return []
+    folders = sorted((p for p in root.iterdir() if p.is_dir()),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
+    now = time.time()
+    removed = [p for p in folders[keep:] if now - p.stat().st_mtime >= min_age]
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+    return removed
+
+
+def remove_run(run_dir):
+    """Remove one run folder (a path under :data:`RUNS_ROOT`; anything else is refused)."""
+    run_dir = Path(run_dir).resolve()
+    if run_dir.parent != RUNS_ROOT.resolve():
+        raise ValueError(f"{run_dir} is not a run folder of {RUNS_ROOT}")
+    shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def run_system(system, bench, *, loads=None, dump=Dump(), config=None, sim="verilator", seed=1,
@@ -115,7 +154,9 @@ def run_system(system, bench, *, loads=None, dump=Dump(), config=None, sim="veri
     prefix : str
         Start of the run directory's name under ``.build/runs/``.
     log : callable, optional
-        Called with a line of progress before elaboration and before simulation.
+        Called with each line of progress: whether the Verilog and the simulator model are
+        cached or made (with an estimate and progress while a model builds), and every few
+        seconds of simulation the cycle reached (:func:`~scin.sim.runner.run_cocotb`).
 
     Raises
     ------
@@ -131,16 +172,13 @@ def run_system(system, bench, *, loads=None, dump=Dump(), config=None, sim="veri
     run_dir = new_run_dir(prefix)
     plusargs = _memory_plusargs(run_dir, system.endpoints, loads or {}, dump, fb)
     started = time.monotonic()
-    if log:
-        log(f"elaborating the system ({system.endpoints} endpoints, {system.flit_width}-bit "
-            f"flits) ...")
-    path = verilog_for(lambda: System(params), "system", repr(params))
-    if log:
-        log(f"simulating on {sim} (first run of a configuration also builds it) ...")
+    what = f"the system ({system.endpoints} endpoints, {system.flit_width}-bit flits)"
+    path = verilog_for(lambda: System(params), "system", repr(params), log=log, what=what)
     plan = {**(config or {}), "hw": system.to_json(), "run_dir": str(run_dir)}
     try:
         run_cocotb(verilog_path=path, top="system", test_module=bench, sim=sim, config=plan,
-                   waves=waves, test_dir=run_dir, seed=seed, quiet=True, plusargs=plusargs)
+                   waves=waves, test_dir=run_dir, seed=seed, quiet=True, plusargs=plusargs,
+                   log=log)
     except SimulationError as exc:
         raise SystemRunError(f"the simulation did not complete: {exc}", run_dir) from exc
     skip = dump.addr % fb
