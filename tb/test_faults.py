@@ -1,4 +1,4 @@
-"""Faults at endpoints (issue 7, item 2): AXI errors, the response watchdog, duplicate and unknown
+"""Faults at endpoints: AXI errors, the response watchdog, duplicate and unknown
 responses. Every outcome named here is a row of docs/RELIABILITY.md.
 
 ISA-level tests drive the ISA alone against the Python endpoint models of

@@ -728,9 +728,9 @@ def test_wave_table_stores_expected_responses_and_drops_stale_tags(mode):
 def test_wave_table_rearm_drops_the_rest_of_an_overlong_response():
     """A response longer than a slot (a faulty endpoint) must not end the slot's next use. The
     feeder takes a slot as complete at a slot's worth of flits and the issuer may re-arm it while
-    the tail is still coming; the tail's ``last`` then marked the new use ended before its own
-    response came, so the feeder would have reduced stale data. Found by the wave table's formal
-    harness (docs/VERIFICATION.md)."""
+    the tail is still coming; were the tail's ``last`` to end the new use before its own response
+    came, the feeder would reduce stale data. The wave table's formal harness covers the same case
+    (docs/VERIFICATION.md)."""
     p = IsaParams()
     f = p.fabric
     dut = WaveTable(p)
@@ -1037,11 +1037,11 @@ def test_write_tags_accept_only_current_responses():
 
 
 def test_write_tags_never_reuse_an_entry_a_port_outside_the_mask_still_owes():
-    """An entry is free only when no port at all still owes its response. Found by the formal
-    harness of the write tags: with ``free`` checked only at the ports of the next write's mask,
-    a write to port 0 alone reused entry 0 while port 1 still owed the write before it; port 1's
-    correct response then carried the previous round's ``seq``, was dropped as unknown, and its
-    entry stayed outstanding until the watchdog."""
+    """An entry is free only when no port at all still owes its response: were ``free``
+    checked only at the ports of the next write's mask, a write to port 0 alone would reuse
+    entry 0 while port 1 still owed the write before it; port 1's correct response would then
+    carry the previous round's ``seq``, be dropped as unknown, and its entry stay outstanding
+    until the watchdog. Too deep for the write tags' bounded proof (33 writes)."""
     p = IsaParams()
     f = p.fabric
     dut = WriteTags(p)

@@ -25,6 +25,9 @@ from scin.sim.scin_model import protocol_ceiling, scin_time
 from scin.sim.toolchain import REPO_ROOT
 
 BENCH_CSV = REPO_ROOT / "docs" / "bench" / "bench.csv"
+#: The ``commit`` column of the bench.csv rows the constants below were fitted to (data: the
+#: CSV's provenance).
+FITTED_COMMITS = ("272b855", "79ea31c", "57865a9")
 
 #: Hand-set constants (those the committed CSVs give; NVLS and ring at the event trace's
 #: nominal values), so that the closed forms are checked against arithmetic done here,
@@ -51,7 +54,7 @@ def test_packet_flits_count_header_and_control_per_packet():
 
 @pytest.mark.parametrize("op, size, n, expected", [
     # 4 hops of 90 + memory 40 = 400, + own cycles, + the busiest link's packets.
-    ("allreduce", 64, 4, 400 + 38 + 4),                  # 442, measured 442 (57865a9)
+    ("allreduce", 64, 4, 400 + 38 + 4),                  # 442, measured 442 (bench.csv, part op)
     ("allreduce", 4096, 4, 400 + 38 + 130),              # 568
     ("allreduce", 1 << 20, 4, 400 + 38 + 256 * 130),     # 33,718
     ("reduce-scatter", 4096, 4, 400 + 38 + 4 * 130),     # N shards up each link: 958
@@ -66,7 +69,7 @@ def test_scin_pull_closed_form(op, size, n, expected):
 
 def test_scin_int8_streams_slots_and_stores_the_last():
     # 1 MiB fp16-equivalent = 128 INT8 slots: 127 x 136 + the last (128 data + 4 scale flits)
-    # in and out; 17,983 is what bench-allreduce measured at commit 121c582.
+    # in and out; 17,983 is what bench-allreduce measured (bench.csv).
     assert cycles(scin_time("allreduce", 1 << 20, 4, RTL_FABRIC, CAL, "int8")) \
         == 400 + 47 + 127 * 136 + 2 * 132 == 17983
     # One slot of 64 data + 2 scale flits, plus the one-slot constant.
@@ -178,7 +181,7 @@ def test_nvls_closed_form():
     data = 8 * 90 + 40 + own + 14 + 1 + a + 5
     second = 2 * 90 + 10 + a + (a - 5)              # the second add queued behind the first
     assert cycles(nvls_time("allreduce", 64, 4, RTL_FABRIC, CAL, window=8)) \
-        == first + 2 * 5 + data + second == 1544     # measured 1540 (scin compare, 62942ad)
+        == first + 2 * 5 + data + second == 1544     # measured 1540 (compare.csv)
     assert cycles(nvls_time("barrier", 64, 4, RTL_FABRIC, CAL)) == first
 
 
@@ -331,10 +334,10 @@ def test_model_within_two_percent_of_every_rtl_point():
 
 
 def test_fitted_constants_of_the_sweep_at_commit_57865a9():
-    """The fit of the rows of bench.csv as committed with this test (commits 272b855, 79ea31c
-    and 57865a9): every fp16 point exact, the one two-slot INT8 point 3 cycles over."""
-    rows = [r for r in read_bench_csv(BENCH_CSV)
-            if str(r.get("commit")) in ("272b855", "79ea31c", "57865a9")]
+    """The fit of the rows of bench.csv as committed with this test (the rows of
+    :data:`FITTED_COMMITS`): every fp16 point exact, the one two-slot INT8 point 3 cycles
+    over."""
+    rows = [r for r in read_bench_csv(BENCH_CSV) if str(r.get("commit")) in FITTED_COMMITS]
     if len(rows) != 65:
         pytest.skip("bench.csv was rerun since; the two tests above still check it")
     fitted = fit_calibration(rows)

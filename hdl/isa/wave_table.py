@@ -226,8 +226,9 @@ class WaveTable(wiring.Component):
         slot_now = Mux(head, h_slot, slot)     # the slot of the packet this flit belongs to
         with m.If(flush & (slot_now < slots)):
             # Abort: drop the rest of the response being received (framing goes on above);
-            # a push packet is another group's and goes on, from its header on (the `push_table`
-            # proof found the register's stale slot tested here, docs/VERIFICATION.md).
+            # a push packet is another group's and goes on, from its header on, so the slot
+            # tested is this flit's own (the header's at a header), not the register's stale one
+            # (the `push_table` proof checks it, docs/VERIFICATION.md).
             m.d.sync += keep.eq(0)
         is_response = (hdr.opcode != Opcode.WRITE) if p.push_slots else 1
         return SimpleNamespace(keep=keep, slot_now=slot_now,

@@ -60,8 +60,8 @@ class CreditRx(CreditedComponent):
         # A SyncFIFOBuffered of depth 2 refuses a write in the cycle after a write into it while
         # empty (its w_rdy is that of its one-entry inner FIFO, whose entry is still on its way to
         # the output register), so two back-to-back flits of a class overflowed a 2-credit queue;
-        # from depth 3 up it takes a write whenever its level is below its depth. Found by
-        # `scin prove` (property set credit_link_c2, docs/VERIFICATION.md).
+        # from depth 3 up it takes a write whenever its level is below its depth (property set
+        # credit_link_c2 of `scin prove` checks it, docs/VERIFICATION.md).
         depth = max(self._credits, 3)
         for c in range(NUM_CLASSES):
             fifo = m.submodules[f"queue{c}"] = SyncFIFOBuffered(width=width, depth=depth)

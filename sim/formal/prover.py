@@ -204,8 +204,8 @@ PROPERTY_SETS = (
                         "inc_not_held": (6, ("demux_by_inc", "flow_control"))}),
     PropertySet("packet_filter_write", "PacketFilter (WRITE class, 3 ports)",
                 "PacketFilterHarness", dict(msg_class="WRITE", ports=3), "k-induction", 3, 10),
-    # The write-back's response tag check. This harness found that ``free`` was checked only at
-    # the next write's ports (a port outside them could still owe the entry: fixed in WriteTags).
+    # The write-back's response tag check, ``free`` included: an entry is free only when no
+    # port at all owes it (a port outside the next write's mask may still owe it).
     PropertySet("write_tags", "WriteTags (2 ports, 32 entries, 4 sequence bits)",
                 "WriteTagsHarness", dict(ports=2), "k-induction", 3, 8,
                 broken={"tag_unchecked": (6, ("accepts_only_current", "rest_counted")),
