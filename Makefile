@@ -35,7 +35,8 @@ quick: $(STAMP)
 	$(BIN)/pytest -n $(JOBS) --maxschedchunk 1 -q -m "not slow and not flow" --durations=10
 
 # The whole-flow checks make test leaves out (tests marked flow: the ECP5 place and route through
-# `scin build`, the datapath's timing budget through `scin timing`): about 25 minutes of one core.
+# `scin build`, the timing budget of the two slowest datapath blocks through `scin timing`): about
+# 25 minutes of one core.
 flows: $(STAMP)
 	$(BIN)/pytest -n $(JOBS) --maxschedchunk 1 -q -m flow --durations=10
 
