@@ -10,6 +10,11 @@ import json
 import sys
 
 from ..hdl.paper import CLOCK_MHZ, CLOCK_PERIOD_NS, MEM_LATENCY, ONE_WAY_LATENCY
+from .options import integer, json_file, out_dir, size
+from .outputs import write_text
+
+#: The ISA's slot: the wave table's and the push space's unit.
+_SLOT = 4096
 
 
 __all__ = ["add_arguments", "run"]
@@ -17,57 +22,65 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(p):
     """The options of ``scin allreduce``."""
-    p.add_argument("--endpoints", type=int, default=4,
+    p.add_argument("--endpoints", type=integer(2, 8), default=4,
                    help="endpoints / switch ports, 2-8 (default: 4)")
     p.add_argument("--dtype", choices=("fp16", "bf16", "int8"), default="fp16",
                    help="element type; int8 is INQ: INT8 + one FP16 scale per 64 elements "
                         "(default: fp16)")
-    p.add_argument("--size", default="4KiB",
+    p.add_argument("--size", type=size(2), default="4KiB",
                    help="message size in its 16-bit form (elements x 2 bytes) for every dtype, "
                         "e.g. 64B, 4KiB, 1MiB (default: 4KiB)")
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
                    help="simulator (default: verilator)")
-    p.add_argument("--seed", type=int, default=1, help="random seed of the data (default: 1)")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON object (match, endpoints, dtype, size_bytes, elements, "
-                        "cycles, latency_us, efficiency, status, per_endpoint, counters, ...)")
-    p.add_argument("--save", metavar="DIR",
+    p.add_argument("--seed", type=integer(0, 2**32 - 1), default=1,
+                   help="random seed of the data, 0 to 2^32-1 (default: 1)")
+    p.add_argument("--json", type=json_file, nargs="?", const="-", default=None, metavar="FILE",
+                   help="one JSON object (match, endpoints, dtype, size_bytes, elements, "
+                        "cycles, latency_us, efficiency, status, per_endpoint, counters, ...) "
+                        "on standard output instead of the text, or, with FILE, into FILE")
+    p.add_argument("--save", type=out_dir, metavar="DIR",
                    help="write ep{i}_in.npy, ep{i}_out.npy (+ ep{i}_in_scales.npy, "
-                        "ep{i}_out_scales.npy for int8) and report.json into DIR")
-    p.add_argument("--waves", action="store_true", help="record a waveform and print its path")
+                        "ep{i}_out_scales.npy for int8) and report.json into DIR; keeps the "
+                        "run folder")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the run folder under .build/runs/ (a passing run's is removed)")
+    p.add_argument("--waves", action="store_true",
+                   help="record a waveform in the run folder (kept) and print its path")
     p.add_argument("--trace", action="store_true",
                    help="break the latency down hop by hop against the latency model's floor "
                         "(Icarus; fp16/bf16 buffers of at most 4KiB per rank; any op)")
     timing = p.add_argument_group("latency model and ISA configuration")
-    timing.add_argument("--latency", type=int, default=ONE_WAY_LATENCY,
-                        help="one-way endpoint-to-switch latency in cycles (default: "
+    timing.add_argument("--latency", type=integer(4), default=ONE_WAY_LATENCY,
+                        help="one-way endpoint-to-switch latency in cycles, at least 4 "
+                             "(default: "
                              f"{ONE_WAY_LATENCY} = {ONE_WAY_LATENCY * CLOCK_PERIOD_NS} ns)")
-    timing.add_argument("--mem-latency", type=int, default=MEM_LATENCY,
-                        help="endpoint memory read latency in cycles (default: "
+    timing.add_argument("--mem-latency", type=integer(3, 4096), default=MEM_LATENCY,
+                        help="endpoint memory read latency in cycles, 3 to 4096 (default: "
                              f"{MEM_LATENCY} = {MEM_LATENCY * CLOCK_PERIOD_NS} ns)")
     timing.add_argument("--reorder", action="store_true",
                         help="endpoint memories return reads out of order across IDs")
-    timing.add_argument("--capacity", default="32KiB",
-                        help="wave-table capacity per participant (default: 32KiB)")
-    timing.add_argument("--outstanding", type=int, default=8,
-                        help="outstanding waves k: the table is regulated as k waves of capacity/k "
-                             "(default: 8)")
+    timing.add_argument("--capacity", type=size(_SLOT), default="32KiB",
+                        help="wave-table capacity per participant: 4KiB times a power of two "
+                             "(default: 32KiB)")
+    timing.add_argument("--outstanding", type=integer(1), default=8,
+                        help="outstanding waves k, dividing the table's capacity/4KiB slots: the "
+                             "table is regulated as k waves of capacity/k (default: 8)")
     timing.add_argument("--flag-mode", choices=("ordered", "acked"), default="ordered",
                         help="ordered: completion flag right behind the data; acked: after every "
                              "write response, as in the paper (default: ordered)")
-    timing.add_argument("--replays", type=int, default=1,
+    timing.add_argument("--replays", type=integer(1), default=1,
                         help="run the captured descriptor this many times (default: 1)")
     timing.add_argument("--mode", choices=("pull", "push", "auto"), default="pull",
                         help="pull: the ISA reads every input after the barrier (the paper's "
                              "protocol); push: every participant writes its input into the ISA's "
-                             "reserved space, no read (All-Reduce and Reduce); auto: push up to "
-                             "the ISA's threshold, pull above (docs/ISA.md, Push mode; default: "
-                             "pull)")
-    timing.add_argument("--push-capacity", default=None,
-                        help="the ISA's push space per participant (one push resource); 0: none. "
+                             "reserved space, no read (docs/ISA.md, Push mode); auto: push up to "
+                             "the ISA's threshold, pull above (default: pull)")
+    timing.add_argument("--push-capacity", type=size(0), default=None,
+                        help="the ISA's push space per participant (one push resource), a "
+                             "multiple of 4KiB; 0: none. "
                              "Default: 32KiB with --mode push or auto, else 0 (no push logic "
                              "built)")
-    timing.add_argument("--trains", type=int, default=1,
+    timing.add_argument("--trains", type=integer(1), default=1,
                         help="wave-level requests: up to N slots per READ_WAVE (read from "
                              "consecutive free slots) and per acknowledged write (the others are "
                              "WRITE_POSTED); 1: one READ and one WRITE_RESP per slot, the paper's "
@@ -75,8 +88,9 @@ def add_arguments(p):
     timing.add_argument("--gather-pairs", action="store_true",
                         help="build the ISA with gather_pairs: an in-place AllGather whose shard "
                              "is whole 4 KiB pages reads two ranks at once and runs N-1 phases "
-                             "instead of N, every link busy in each (docs/ISA.md; default: off, "
-                             "the paper's configuration)")
+                             "instead of N, every link busy in each (docs/ISA.md; "
+                             "scin collective --op allgather only; default: off, the paper's "
+                             "configuration)")
 
 
 #: The operations' names in the report's first line.
@@ -91,26 +105,73 @@ def _status_text(status):
     return "|".join(flag.name.lower() for flag in FlagStatus if status & flag.value) or str(status)
 
 
-def run(args):
-    """Run the All-Reduce ``args`` describe; print the report (text or ``--json``)."""
-    from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, ROOTED_OPS
+def _check_combinations(args, op):
+    """Refuse, naming the option, what the hardware or the operation does not allow."""
+    from ..sim.allreduce import ROOTED_OPS
+    slots = args.capacity // _SLOT
+    if args.capacity % _SLOT or slots & (slots - 1):
+        raise ValueError(f"argument --capacity: must be 4KiB times a power of two (4KiB, 8KiB, "
+                         f"16KiB, ...), not {args.capacity} B")
+    if slots % args.outstanding:
+        divisors = ", ".join(str(d) for d in range(1, slots + 1) if slots % d == 0)
+        raise ValueError(f"argument --outstanding: must divide the {slots} slots of the "
+                         f"{args.capacity // 1024}KiB wave table ({divisors}), "
+                         f"not {args.outstanding}")
+    if args.trains > slots:
+        raise ValueError(f"argument --trains: must be from 1 to the {slots} slots of the wave "
+                         f"table, not {args.trains}")
+    if args.push_capacity and args.push_capacity % _SLOT:
+        raise ValueError(f"argument --push-capacity: must be a multiple of 4KiB, "
+                         f"not {args.push_capacity} B")
+    if getattr(args, "gather_pairs", False) and op != "allgather":
+        raise ValueError(f"argument --gather-pairs: applies to scin collective --op allgather "
+                         f"only, not to {op}")
+    if getattr(args, "root", 0) and op not in ROOTED_OPS:
+        raise ValueError(f"argument --root: applies to --op broadcast and reduce only, not {op}")
+    if getattr(args, "root", 0) >= args.endpoints:
+        raise ValueError(f"argument --root: must be a rank from 0 to {args.endpoints - 1}, "
+                         f"not {args.root}")
+    if getattr(args, "in_place", False) and op == "barrier":
+        raise ValueError("argument --in-place: a barrier moves no data")
+
+
+def config(args):
+    """The :class:`~scin.sim.allreduce.CollectiveConfig` of ``args``, its hardware checked (no
+    build, no simulation); an impossible combination is a ``ValueError`` naming the option."""
+    from ..sim.allreduce import AllReduceConfig
     op = getattr(args, "op", "allreduce")
+    _check_combinations(args, op)
     cfg = AllReduceConfig(op=op, root=getattr(args, "root", 0),
                           in_place=getattr(args, "in_place", False),
-                          endpoints=args.endpoints, dtype=args.dtype, size=parse_size(args.size),
+                          endpoints=args.endpoints, dtype=args.dtype, size=args.size,
                           seed=args.seed, sim=args.sim, one_way_latency=args.latency,
                           mem_latency=args.mem_latency, reorder=args.reorder,
-                          capacity=parse_size(args.capacity), outstanding=args.outstanding,
+                          capacity=args.capacity, outstanding=args.outstanding,
                           flag_mode=args.flag_mode, replays=args.replays, trace=args.trace,
-                          mode=args.mode,
-                          push_capacity=parse_size(args.push_capacity or "0"),
+                          mode=args.mode, push_capacity=args.push_capacity or 0,
                           trains=args.trains,
                           gather_pairs=getattr(args, "gather_pairs", False))
-    log = ((lambda *a, **k: None) if args.json
+    cfg.system().params()
+    return cfg
+
+
+def run(args):
+    """Run the All-Reduce ``args`` describe; print the report (text or ``--json``). A passing
+    run's folder is removed unless ``--keep``, ``--save`` or ``--waves``."""
+    from ..sim.allreduce import run_allreduce, ROOTED_OPS
+    from ..sim.system_run import remove_run
+    cfg = config(args)
+    op = cfg.op
+    to_stdout = args.json == "-"
+    log = ((lambda *a, **k: None) if to_stdout
            else (lambda msg: print(msg, file=sys.stderr, flush=True)))
     report = run_allreduce(cfg, save=args.save, waves=args.waves, log=log)
     ok = report["match"] and report["status"] == report["expected_status"]
-    if args.json:
+    if ok and not (args.keep or args.save or args.waves):
+        remove_run(report["run_dir"])
+    if args.json is not None and not to_stdout:
+        write_text(args.json, json.dumps(report) + "\n")
+    if to_stdout:
         print(json.dumps(report))
         return 0 if ok else 1
     where = (f", root {cfg.root}" if op in ROOTED_OPS else "") + \

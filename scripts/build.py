@@ -346,7 +346,7 @@ def run(args):
             print(f"{b.name:16s} {b.summary}")
         return 0
     if not args.board:
-        raise CommandError(f"--board is required; valid boards: {', '.join(BOARDS)}", usage=True)
+        raise CommandError(f"--board is required; valid boards: {', '.join(BOARDS)}")
     try:
         report = build_board(args.board, args.out, port=args.port, ports=args.ports,
                              clock_mhz=args.clock_mhz,

@@ -7,9 +7,10 @@ runs, so ``scin --help`` is fast and one broken job does not take the others dow
 builds the parser and the ``--help`` listing from the registry and handles errors the same way
 for every command:
 
-* a bad option value (argparse) or a bad parameter (``ValueError``), a tool failure
-  (``RuntimeError``) or a :class:`CommandError`: one line ``scin NAME: error: ...`` on standard
-  error, no traceback, exit status 2 (a :class:`CommandError` may carry another status);
+* a bad option value (argparse, abbreviations refused) or a bad parameter (``ValueError``), a
+  tool failure (``RuntimeError``, ``OSError``) or a :class:`CommandError`: one line
+  ``scin NAME: error: ...`` on standard error, no traceback, exit status 2 (a
+  :class:`CommandError` may carry another status);
 * ``KeyboardInterrupt``: ``scin NAME: interrupted``, exit status 130.
 
 ``run(args)`` also gets ``args.argv``, the command's own arguments (to record the command line).
@@ -20,18 +21,18 @@ import importlib
 import sys
 from dataclasses import dataclass
 
+from .options import Parser
+
 
 __all__ = ["Command", "CommandError", "COMMANDS", "build_parser", "command_parser", "main"]
 
 
 class CommandError(Exception):
-    """A failure a command reports as one line, with exit status ``status`` (default 2); with
-    ``usage``, the command's usage is printed above it (as argparse does for a bad option)."""
+    """A failure a command reports as one line, with exit status ``status`` (default 2)."""
 
-    def __init__(self, message, status=2, usage=False):
+    def __init__(self, message, status=2):
         super().__init__(message)
         self.status = status
-        self.usage = usage
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class Command:
 
 COMMANDS = {c.name: c for c in (
     Command("allreduce", "allreduce",
-            help="run one All-Reduce on the simulated 4-endpoint system",
+            help="run one All-Reduce on the simulated system (2 to 8 endpoints)",
             description="Fill every endpoint's memory with seeded random data, run barrier, "
                         "All-Reduce and completion flags through the switch's ISA in simulation, "
                         "read every result back and compare it bit for bit with the golden model. "
@@ -124,7 +125,7 @@ COMMANDS = {c.name: c for c in (
                         "over --budget-hops or --budget-levels, 2 on a bad option. No place and "
                         "route: see docs/TIMING.md.",
             epilog="Examples: scin timing --block tree_reducer; scin timing --block isa --json "
-                   "isa.json --top 20; scin timing --doc (the documented blocks)"),
+                   "isa.json --paths 20; scin timing --doc (the documented blocks)"),
     Command("lint", "lint",
             help="verilator --lint-only -Wall and Yosys check -assert on every block",
             description="Lint the generated Verilog of every block with the project's "
@@ -192,6 +193,16 @@ COMMANDS = {c.name: c for c in (
                         "18's push targets. A mismatch fails the command and nothing is written.",
             epilog="Examples: scin bench-push --jobs 2; scin bench-push --endpoints 4 --dtypes "
                    "fp16 --sizes 64B,4KiB,16KiB --doc /tmp/PERF.md --out /tmp/push"),
+    Command("bench-sim", "bench_sim",
+            help="simulation speed: cycles per second of the 4-endpoint system, bench against "
+                 "bare model (the Python side's overhead), Verilator and Icarus",
+            description="Run All-Reduces on the 4-endpoint system as scin allreduce does and "
+                        "bare (the bench asleep on one timer while the model runs), each checked "
+                        "bit for bit, and tabulate simulated cycles per second and the Python "
+                        "side's overhead. Writes out/bench-sim/ (--out); the bench-sim section "
+                        "of docs/PERFORMANCE.md with --doc.",
+            epilog="Examples: scin bench-sim; scin bench-sim --sizes 1MiB,16MiB --repeat 3 "
+                   "--doc"),
     Command("bench", "bench",
             help="sweep size, dtype, waves, table capacity, endpoints and operation; CSV, plots "
                  "and docs/PERFORMANCE.md sections, with modelled NVLS and ring figures",
@@ -268,15 +279,34 @@ COMMANDS = {c.name: c for c in (
             epilog="Examples: scin study; scin study --calibrate; scin study --hop-ns 150 "
                    "--doc /tmp/SCALE.md --out /tmp/scale. Which figures are calibrated and "
                    "which are modelled only is the first table of docs/SCALE.md."),
+    Command("clean", "clean",
+            help="remove the run folders (.build/runs/) and the reports (out/), keep the built "
+                 "models",
+            description="Remove every run folder under .build/runs/ and the command outputs "
+                        "under out/; the built models (.build/verilator, .build/icarus, "
+                        ".build/verilog, ...) and the synthesis and proof caches stay, so no "
+                        "model is rebuilt. --dry-run lists what would go."),
 )}
 
 
+def _version():
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("scin")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def _top_parser():
-    return argparse.ArgumentParser(
+    parser = Parser(
         prog="scin",
-        description="SCIN: a switch-centric in-network All-Reduce accelerator (Amaranth HDL). "
+        description="SCIN: a switch-centric in-network collective accelerator (Amaranth HDL). "
                     "Generate Verilog, synthesize, simulate and benchmark from one command.",
-        epilog="Run `scin COMMAND --help` for a command's options. Docs: README.md and docs/.")
+        epilog="Run `scin COMMAND --help` for a command's options; docs/CLI.md lists them all. "
+               "Commands that write reports write into out/COMMAND/ unless given --out, and "
+               "into the tracked docs/ only with --doc. Docs: README.md and docs/.")
+    parser.add_argument("--version", action="version", version=f"scin {_version()}")
+    return parser
 
 
 def _parser_kwargs(command):
@@ -302,15 +332,42 @@ def build_parser(load=()):
 def command_parser(name):
     """A stand-alone parser (``prog="scin NAME"``) of one command, e.g. to read its defaults."""
     command = COMMANDS[name]
-    parser = argparse.ArgumentParser(prog=f"scin {name}", **_parser_kwargs(command))
+    parser = Parser(prog=f"scin {name}", **_parser_kwargs(command))
     command.add_arguments(parser)
     return parser
+
+
+def _attach_dash_values(parser, argv):
+    """``--size -4KiB`` -> ``--size=-4KiB`` for every option of the command that takes one value,
+    so that a value starting with a dash reaches the option's type (which says what is allowed)
+    instead of argparse's "expected one argument"."""
+    if not argv or argv[0] not in COMMANDS:
+        return argv
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    options = {s: a for a in sub.choices[argv[0]]._actions for s in a.option_strings}
+    out = list(argv[:1])
+    it = iter(argv[1:])
+    for token in it:
+        action = options.get(token)
+        if action is not None and action.nargs is None and action.option_strings:
+            value = next(it, None)
+            if value is not None and value.startswith("-") and value not in options:
+                out.append(f"{token}={value}")
+                continue
+            out.append(token)
+            if value is not None:
+                out.append(value)
+            continue
+        out.append(token)
+    return out
 
 
 def main(argv=None):
     """Parse ``argv`` (default: the process's), run the command and return its exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args, unknown = build_parser(load=argv[:1]).parse_known_args(argv)
+    parser = build_parser(load=argv[:1])
+    argv = _attach_dash_values(parser, argv)
+    args, unknown = parser.parse_known_args(argv)
     command = COMMANDS[args.command]
     parser = args._parser
     del args._parser
@@ -321,10 +378,8 @@ def main(argv=None):
     args.argv = argv[1:]
     try:
         return command.run(args)
-    except (ValueError, RuntimeError, CommandError) as exc:
+    except (ValueError, RuntimeError, OSError, CommandError) as exc:
         # Bad parameters and tool failures: one clear line, no traceback.
-        if getattr(exc, "usage", False):
-            parser.print_usage(sys.stderr)
         print(f"scin {command.name}: error: {exc}", file=sys.stderr)
         return getattr(exc, "status", 2)
     except KeyboardInterrupt:

@@ -6,6 +6,7 @@ status are ``scin allreduce``'s (``scripts/allreduce.py``).
 """
 
 from . import allreduce
+from .options import integer
 
 
 __all__ = ["add_arguments", "run"]
@@ -17,7 +18,7 @@ def add_arguments(p):
     from ..sim.allreduce import OPS
     p.add_argument("--op", choices=OPS, default="allreduce",
                    help="the collective, with NCCL's semantics (default: allreduce)")
-    p.add_argument("--root", type=int, default=0,
+    p.add_argument("--root", type=integer(0), default=0,
                    help="broadcast, reduce: the root rank, 0 to endpoints-1 (default: 0)")
     p.add_argument("--in-place", action="store_true",
                    help="the result over the input (NCCL's in-place layouts: src_addr == dst_addr)")

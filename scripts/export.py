@@ -18,6 +18,7 @@ from ..hdl.catalog import BLOCKS, SIMULATION_ONLY
 from ..hdl.paper import FLIT_WIDTH, PORTS
 from ..hdl.toplevel import toplevel_ports
 from ..sim.runner import extra_sources, verilog_for
+from .options import default_out, integer, out_dir
 
 
 __all__ = ["select_blocks", "port_list", "export_verilog", "fabric_arguments", "fabric_params",
@@ -82,8 +83,8 @@ def export_verilog(out_dir, params, names=None, log=print):
 def fabric_arguments(parser):
     """The fabric options shared by ``scin verilog``, ``synth`` and ``lint``."""
     group = parser.add_argument_group("fabric parameters")
-    group.add_argument("--ports", type=int, default=PORTS, metavar="N",
-                       help="switch ports / endpoints (default: %(default)s)")
+    group.add_argument("--ports", type=integer(2, 16), default=PORTS, metavar="N",
+                       help="switch ports / endpoints, 2 to 16 (default: %(default)s)")
     group.add_argument("--flit-width", type=int, default=FLIT_WIDTH, metavar="BITS",
                        choices=(64, 128, 256, 512),
                        help="flit width in bits (default: %(default)s)")
@@ -97,8 +98,9 @@ def fabric_params(args):
 
 def add_arguments(p):
     """The options of ``scin verilog``."""
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    p.add_argument("--block", action="append", metavar="NAME",
+    p.add_argument("--out", type=out_dir, default=default_out("verilog"), metavar="DIR",
+                   help="output folder (default: out/verilog/)")
+    p.add_argument("--block", action="append", metavar="NAME", choices=sorted(BLOCKS),
                    help="only this block (repeatable; default: all)")
     fabric_arguments(p)
 

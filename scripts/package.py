@@ -35,6 +35,7 @@ from ..sim.runner import extra_sources
 from .export import export_verilog, fabric_arguments, fabric_params
 from .ip_wrapper import describe, interfaces, wrapper_name, wrapper_verilog
 from .lint import LINT_WAIVERS
+from .options import default_out, out_dir, real
 
 
 __all__ = ["TOPS", "VENDOR", "LIBRARY", "vlnv", "core_text", "package_top", "package",
@@ -147,12 +148,12 @@ def package(out, params, tops=TOPS, freq_hz=DEFAULT_FREQ_MHZ * 1_000_000, log=pr
 
 def add_arguments(p):
     """The options of ``scin package``."""
-    p.add_argument("--out", required=True, metavar="DIR",
-                   help="output directory: one folder per top, usable as a FuseSoC library "
-                        "(fusesoc library add scin DIR)")
-    p.add_argument("--top", action="append", metavar="NAME", choices=TOPS,
+    p.add_argument("--out", type=out_dir, default=default_out("package"), metavar="DIR",
+                   help="output folder: one folder per top, usable as a FuseSoC library "
+                        "(fusesoc library add scin DIR; default: out/package/)")
+    p.add_argument("--block", action="append", metavar="NAME", choices=TOPS,
                    help=f"only this top (repeatable; default: all of {', '.join(TOPS)})")
-    p.add_argument("--freq-mhz", type=float, default=DEFAULT_FREQ_MHZ, metavar="MHZ",
+    p.add_argument("--freq-mhz", type=real(0.001), default=DEFAULT_FREQ_MHZ, metavar="MHZ",
                    help="clock frequency the wrappers declare to Vivado (FREQ_HZ); the prototype "
                         f"runs at {DEFAULT_FREQ_MHZ} MHz (default: %(default)s)")
     fabric_arguments(p)
@@ -160,9 +161,7 @@ def add_arguments(p):
 
 def run(args):
     """``scin package``: write every selected top as an IP core."""
-    if not args.freq_mhz > 0:
-        raise ValueError(f"--freq-mhz must be positive, not {args.freq_mhz}")
-    tops = args.top or TOPS
+    tops = args.block or TOPS
     folders = package(args.out, fabric_params(args), tops, round(args.freq_mhz * 1_000_000))
     print(f"wrote {len(folders)} core(s) to {args.out} (fusesoc --cores-root {args.out} "
           f"run --target lint {vlnv(tops[0])})")

@@ -180,8 +180,9 @@ def add_arguments(p):
                    help="the block to measure (repeatable): a `scin verilog` block, or feeder, "
                         "dequantizer, tree_reducer, block_quantizer")
     p.add_argument("--target", default="xcup", help="xcup: AMD UltraScale+ (the only target)")
-    p.add_argument("--json", metavar="FILE", help="write the reports as JSON to FILE ('-': stdout)")
-    p.add_argument("--top", default="10", metavar="N", help="worst paths to print (default: 10)")
+    p.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                   help="the reports as JSON on standard output, or, with FILE, into FILE")
+    p.add_argument("--paths", default="10", metavar="N", help="worst paths to print (default: 10)")
     p.add_argument("--budget-hops", default=str(BUDGET_HOPS), metavar="N",
                    help=f"exit 1 when a path has more hops (default: {BUDGET_HOPS})")
     p.add_argument("--budget-levels", default=str(BUDGET_LEVELS), metavar="N",
@@ -217,7 +218,7 @@ def _check(args):
         raise ValueError(f"--doc: the folder of {args.doc} does not exist")
     if args.json and args.json != "-" and not Path(args.json).parent.is_dir():
         raise ValueError(f"--json: the folder of {args.json} does not exist")
-    return (blocks, _count(args, "top", 0), _count(args, "budget-hops", 1),
+    return (blocks, _count(args, "paths", 0), _count(args, "budget-hops", 1),
             _count(args, "budget-levels", 1), _count(args, "fanout", 1))
 
 

@@ -120,8 +120,11 @@ def test_bad_parameters_name_the_parameter(tmp_path, capsys):
     from scin.scripts.package import package_top
     with pytest.raises(ValueError, match="top must be one of isa, .*, not 'nope'"):
         package_top("nope", tmp_path, FabricParams(), FREQ_HZ)
-    assert main(["package", "--out", str(tmp_path), "--freq-mhz", "0"]) == 2
-    assert "--freq-mhz must be positive, not 0.0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["package", "--out", str(tmp_path), "--freq-mhz", "0"])
+    assert exit_info.value.code == 2
+    assert "argument --freq-mhz: must be a number at least 0.001, not '0'" in \
+        capsys.readouterr().err
 
 
 def test_stream_fields_map_to_tdata_tlast_tid_tuser():
