@@ -71,9 +71,45 @@ def _split_flits(nbytes, pieces, flit):
     return out
 
 
+class _Commands:
+    """One rank's command list as it is written: ``got`` slices received, ``sent`` staging
+    slots taken at the next rank, ``used`` slots of this rank's staging returned (of ``staged``
+    in all; the last ``slots`` are never returned)."""
+
+    def __init__(self, slots, staged):
+        self.cmds, self.got, self.sent, self.used = [], 0, 0, 0
+        self.slots, self.staged = slots, staged
+
+    def receive(self):
+        """Wait for the previous rank's flag of the next slice."""
+        self.got += 1
+        self.cmds.append(("wait", "tail", self.got))
+
+    def take_slot(self):
+        """Take a staging slot at the next rank, waiting for it to come back once all are out."""
+        if self.sent >= self.slots:
+            self.cmds.append(("wait", "head", self.sent - self.slots + 1))
+        self.sent += 1
+
+    def send(self, kind, nbytes):
+        """A REDUCE_SEND of ``nbytes`` (none for an empty slice)."""
+        if nbytes:
+            self.cmds.append(("send", kind, nbytes))
+
+    def flag(self):
+        """Flag the slice to the next rank."""
+        self.cmds.append(("red", "tail"))
+
+    def return_slot(self):
+        """Give a staging slot back to the previous rank, unless it is never needed again."""
+        if self.used + self.slots < self.staged:
+            self.cmds.append(("red", "head"))
+        self.used += 1
+
+
 def _ring_allreduce_rank(r, n, chunk, slots, staged):
     """Rank ``r``'s All-Reduce commands: ``2 N - 1`` steps over the slices of ``chunk``."""
-    cmds, got, sent, used = [], 0, 0, 0
+    rank = _Commands(slots, staged)
     for step in range(2 * n - 1):
         if step < n:
             c = (r - 1 - step) % n
@@ -81,82 +117,59 @@ def _ring_allreduce_rank(r, n, chunk, slots, staged):
             c = (r - (step - n + 1)) % n if step < 2 * n - 2 else (r + 1) % n
         for nbytes in chunk[c]:
             if step:
-                got += 1
-                cmds.append(("wait", "tail", got))
+                rank.receive()
             if step == 2 * n - 2:
                 continue
             if step < n - 1:
-                if sent >= slots:
-                    cmds.append(("wait", "head", sent - slots + 1))
-                sent += 1
-            if nbytes:
-                kind = ("copy" if step == 0 or step >= n else
-                        "reduce+local" if step == n - 1 else "reduce")
-                cmds.append(("send", kind, nbytes))
-            cmds.append(("red", "tail"))
+                rank.take_slot()
+            rank.send("copy" if step == 0 or step >= n else
+                      "reduce+local" if step == n - 1 else "reduce", nbytes)
+            rank.flag()
             if 1 <= step <= n - 1:
-                if used + slots < staged:
-                    cmds.append(("red", "head"))
-                used += 1
-    return cmds
+                rank.return_slot()
+    return rank.cmds
 
 
 def _ring_shard_rank(op, r, n, pieces, slots, staged):
     """Rank ``r``'s ReduceScatter or AllGather commands: ``N`` steps over ``pieces``."""
-    cmds, got, sent, used = [], 0, 0, 0
+    rank = _Commands(slots, staged)
     for step in range(n):
         for nbytes in pieces:
             if step:
-                got += 1
-                cmds.append(("wait", "tail", got))
+                rank.receive()
             if op == "allgather":
-                if step == n - 1:
-                    continue
-                if nbytes:
-                    cmds.append(("send", "copy+local" if step == 0 else "copy", nbytes))
-                cmds.append(("red", "tail"))
+                if step < n - 1:
+                    rank.send("copy+local" if step == 0 else "copy", nbytes)
+                    rank.flag()
                 continue
             if step < n - 1:
-                if sent >= slots:
-                    cmds.append(("wait", "head", sent - slots + 1))
-                sent += 1
-                if nbytes:
-                    cmds.append(("send", "copy" if step == 0 else "reduce", nbytes))
-                cmds.append(("red", "tail"))
-            elif nbytes:
-                cmds.append(("send", "local-reduce", nbytes))
+                rank.take_slot()
+                rank.send("copy" if step == 0 else "reduce", nbytes)
+                rank.flag()
+            else:
+                rank.send("local-reduce", nbytes)
             if step >= 1:
-                if used + slots < staged:
-                    cmds.append(("red", "head"))
-                used += 1
-    return cmds
+                rank.return_slot()
+    return rank.cmds
 
 
 def _ring_chain_rank(op, k, n, pieces, slots):
     """The commands of the rank at position ``k`` of a Broadcast's or Reduce's chain."""
-    staged = len(pieces)
-    cmds, got, sent, used = [], 0, 0, 0
+    rank = _Commands(slots, len(pieces))
     for nbytes in pieces:
         if k:
-            got += 1
-            cmds.append(("wait", "tail", got))
+            rank.receive()
         if k == n - 1:
-            if op == "reduce" and nbytes:
-                cmds.append(("send", "local-reduce", nbytes))
+            if op == "reduce":
+                rank.send("local-reduce", nbytes)
         else:
             if op == "reduce":
-                if sent >= slots:
-                    cmds.append(("wait", "head", sent - slots + 1))
-                sent += 1
-            if nbytes:
-                cmds.append(("send", "copy" if op == "broadcast" or not k else "reduce",
-                             nbytes))
-            cmds.append(("red", "tail"))
+                rank.take_slot()
+            rank.send("copy" if op == "broadcast" or not k else "reduce", nbytes)
+            rank.flag()
         if op == "reduce" and k:
-            if used + slots < staged:
-                cmds.append(("red", "head"))
-            used += 1
-    return cmds
+            rank.return_slot()
+    return rank.cmds
 
 
 def _ring_send(kind, nbytes, f, cal):

@@ -38,12 +38,11 @@ class PushTableHarness(wiring.Component):
     The environment sends anything on every port's ``rdata`` stream (any opcode, address, tag and
     length, any number of flits whatever the header says, any cycle), drives the controller's
     ``push`` side freely (any ``sync`` naming a push resource, any ``mask``, ``rearm`` in any
-    cycle), raises ``flush`` and ``clear_error`` freely (in the cycle of a push header too: the
-    proof found that case dropping the push, docs/VERIFICATION.md) and reads any existing slot
-    through ``rd``. It never arms the
-    pull slot (pull mode is the ``wave_table`` harness's subject): every packet that is not a
-    ``WRITE`` is then a response nothing expects, dropped whole, and shares the port's framing
-    with the pushes.
+    cycle), raises ``flush`` and ``clear_error`` freely (in the cycle of a push header too, which
+    must not drop the push, docs/VERIFICATION.md) and reads any existing slot through ``rd``. It
+    never arms the pull slot (pull mode is the ``wave_table`` harness's subject): every packet
+    that is not a ``WRITE`` is then a response nothing expects, dropped whole, and shares the
+    port's framing with the pushes.
 
     The harness keeps the specification's push space: per push slot and port, which packets
     (data, scales) it still expects, how many data flits are in and which packets have ended;
@@ -166,8 +165,8 @@ class PushTableHarness(wiring.Component):
         m = Module()
         p, params = self.properties, self._params
         f = params.fabric
-        n, sf, ssf = f.ports, params.slot_flits, params.scale_flits_per_slot
-        first, per, res = params.slots, params.push_slots_per_resource, params.push_resources
+        n, sf = f.ports, params.slot_flits
+        per, res = params.push_slots_per_resource, params.push_resources
         sizes = {False: f.max_payload, True: params.scale_bytes_per_slot}  # by kind: is_scale
 
         wt = WaveTable(params)
@@ -186,16 +185,9 @@ class PushTableHarness(wiring.Component):
         p.assume(m, "reads_existing_slots", self.rd_slot < params.table_slots)
         p.assume(m, "asks_existing_resources", self.push_sync < res)
 
-        # The specification's push space: push slot j is table slot first + j.
-        def per_slot(name, shape, init=0):
-            return Array(Array(Signal(shape, name=f"spec_{name}_j{j}_p{i}", init=init)
-                               for i in range(n)) for j in range(params.push_slots))
-        count, data_done, scale_done = (per_slot("count", range(sf + 1)),
-                                        per_slot("data_done", 1), per_slot("scale_done", 1))
-        expect_data = per_slot("expect_data", 1, init=1)
-        expect_scale = per_slot("expect_scale", 1, init=1)
-        table = SimpleNamespace(count=count, data_done=data_done, scale_done=scale_done,
-                                expect_data=expect_data, expect_scale=expect_scale)
+        table = self._push_space()
+        count, data_done, scale_done = table.count, table.data_done, table.scale_done
+        expect_data, expect_scale = table.expect_data, table.expect_scale
         error = Signal(res, name="spec_push_error")
         bad, others = Signal(COUNTER_BITS), Signal(COUNTER_BITS)
         dropped_heads, other_heads, taken, heads = [], [], [], []
@@ -204,8 +196,7 @@ class PushTableHarness(wiring.Component):
             rx = self.rdata[i]
             p.assume(m, "never_backpressured", rx.ready)
             reg = packet_registers(i, range(params.push_slots), sf)
-            in_body, keep, slot, kind, offset = (reg.in_body, reg.keep, reg.slot, reg.kind,
-                                                 reg.offset)
+            in_body, keep = reg.in_body, reg.keep
             hdr = data.View(f.header_layout, rx.payload.data[:f.header_layout.size])
             addr = data.View(push_addr_layout(params), hdr.addr)
             is_scale = addr.kind == ReadKind.SCALE
@@ -240,23 +231,7 @@ class PushTableHarness(wiring.Component):
                 with m.If(dropped & (addr.sync == r)):
                     m.d.sync += error[r].eq(1)
 
-            # The memories: written with a stored packet's flits only, inside its slot.
-            body = rx.valid & in_body & keep
-            for mem, mine, size in (("data", ~kind, sf), ("scale", kind, ssf)):
-                wr = wo.submodule(f"{mem}{i}").write_ports[0]
-                p.spec(m, "dropped_push_writes_nothing", ~wr.en | body)
-                p.spec(m, "push_fills_only_its_slot", wr.en == (body & mine & (offset < size)))
-                p.spec(m, "push_fills_only_its_slot",
-                       ~wr.en | ((wr.addr == (first + slot) * size + offset)
-                                 & (wr.data == rx.payload.data)))
-            self._packet_invariants(wo, m, i, in_body, keep, slot, kind, offset)
-
-            in_push = self.rd_slot >= first
-            j_rd = (self.rd_slot - first)[:len(j)]
-            p.spec(m, "slots_move_only_from_stored_pushes", self.avail[i] == Mux(
-                in_push & data_done[j_rd][i], sf, Mux(in_push, count[j_rd][i], 0)))
-            p.spec(m, "slots_move_only_from_stored_pushes",
-                   self.scales_done[i] == (in_push & scale_done[j_rd][i]))
+            self._port_outputs(wo, m, i, reg, table, len(j))
 
         # The controller's side: readiness, error, and the rearm (after the ports: it wins).
         ready, errors, outsiders = self._controller(m, table, error)
@@ -272,6 +247,47 @@ class PushTableHarness(wiring.Component):
                               error)
         self._covers(m, heads, count, data_done, Cat(outsiders).any(), error)
         return m
+
+    def _push_space(self):
+        """The specification's push space, per push slot ``j`` (table slot ``slots + j``) and
+        port ``i``: ``count`` data flits in, ``data_done``/``scale_done`` packets ended,
+        ``expect_data``/``expect_scale`` packets still expected."""
+        params = self._params
+        n, sf = params.fabric.ports, params.slot_flits
+
+        def per_slot(name, shape, init=0):
+            return Array(Array(Signal(shape, name=f"spec_{name}_j{j}_p{i}", init=init)
+                               for i in range(n)) for j in range(params.push_slots))
+        count, data_done, scale_done = (per_slot("count", range(sf + 1)),
+                                        per_slot("data_done", 1), per_slot("scale_done", 1))
+        expect_data = per_slot("expect_data", 1, init=1)
+        expect_scale = per_slot("expect_scale", 1, init=1)
+        return SimpleNamespace(count=count, data_done=data_done, scale_done=scale_done,
+                               expect_data=expect_data, expect_scale=expect_scale)
+
+    def _port_outputs(self, wo, m, i, reg, t, j_bits):
+        """Port ``i``'s memories, written with a stored packet's flits only and inside its slot,
+        and what ``rd`` shows of its push slots (``t``: :meth:`_push_space`; ``reg``: the
+        port's packet registers)."""
+        p, params = self.properties, self._params
+        rx, first = self.rdata[i], params.slots
+        sf, ssf = params.slot_flits, params.scale_flits_per_slot
+        body = rx.valid & reg.in_body & reg.keep
+        for mem, mine, size in (("data", ~reg.kind, sf), ("scale", reg.kind, ssf)):
+            wr = wo.submodule(f"{mem}{i}").write_ports[0]
+            p.spec(m, "dropped_push_writes_nothing", ~wr.en | body)
+            p.spec(m, "push_fills_only_its_slot", wr.en == (body & mine & (reg.offset < size)))
+            p.spec(m, "push_fills_only_its_slot",
+                   ~wr.en | ((wr.addr == (first + reg.slot) * size + reg.offset)
+                             & (wr.data == rx.payload.data)))
+        self._packet_invariants(wo, m, i, reg.in_body, reg.keep, reg.slot, reg.kind, reg.offset)
+
+        in_push = self.rd_slot >= first
+        j_rd = (self.rd_slot - first)[:j_bits]
+        p.spec(m, "slots_move_only_from_stored_pushes", self.avail[i] == Mux(
+            in_push & t.data_done[j_rd][i], sf, Mux(in_push, t.count[j_rd][i], 0)))
+        p.spec(m, "slots_move_only_from_stored_pushes",
+               self.scales_done[i] == (in_push & t.scale_done[j_rd][i]))
 
     def _controller(self, m, t, error):
         """The specification of the controller's side, per resource: ``ready`` (every member's

@@ -146,15 +146,9 @@ class WaveTableHarness(wiring.Component):
         m.d.comb += [self.avail[i].eq(wt.rd.avail[i]) for i in range(n)]
         p.assume(m, "no_arm_while_flushing", ~(self.arm_valid & self.flush))
 
-        # The specification's table.
-        def per_slot(name, shape):
-            return Array(Array(Signal(shape, name=f"spec_{name}_s{s}_p{i}") for i in range(n))
-                         for s in range(slots))
-        count, data_done, scale_done = (per_slot("count", range(sf + 1)),
-                                        per_slot("data_done", 1), per_slot("scale_done", 1))
-        expect_data, expect_scale = per_slot("expect_data", 1), per_slot("expect_scale", 1)
-        table = SimpleNamespace(count=count, data_done=data_done, scale_done=scale_done,
-                                expect_data=expect_data, expect_scale=expect_scale)
+        table = self._spec_table()
+        count, data_done, scale_done = table.count, table.data_done, table.scale_done
+        expect_data, expect_scale = table.expect_data, table.expect_scale
         seq = Array(Signal(params.read_seq_bits, name=f"spec_seq_s{s}") for s in range(slots))
         unknown, error = Signal(COUNTER_BITS), Signal()
         misses, taken, heads = [], [], []
@@ -198,35 +192,59 @@ class WaveTableHarness(wiring.Component):
                 data_done[self.rd_slot][i], sf, count[self.rd_slot][i]))
             p.spec(m, "fills_only_from_hits", self.scales_done[i] == scale_done[self.rd_slot][i])
 
-        with m.If(self.arm_valid):
-            s = self.arm.slot
-            for i in range(n):
-                want = self.arm.mask[i]
-                m.d.sync += [count[s][i].eq(0), data_done[s][i].eq(~want),
-                             scale_done[s][i].eq(~(want & self.arm.scales)),
-                             expect_data[s][i].eq(want),
-                             expect_scale[s][i].eq(want & self.arm.scales)]
-            m.d.sync += seq[s].eq(self.arm.seq)
-        with m.If(self.flush):
-            for s in range(slots):
-                for i in range(n):
-                    m.d.sync += [expect_data[s][i].eq(0), expect_scale[s][i].eq(0)]
+        self._arm_and_flush(m, table, seq)
         m.d.sync += unknown.eq(unknown + sum(misses))
-
-        for s in range(slots):
-            p.invariant(m, "slot_registers_match", wo.probe(f"seq_s{s}") == seq[s])
-            for i in range(n):
-                for name, mine in (("count", count), ("data_done", data_done),
-                                   ("scale_done", scale_done), ("expect_data", expect_data),
-                                   ("expect_scale", expect_scale)):
-                    p.invariant(m, "slot_registers_match",
-                                wo.probe(f"{name}_s{s}_p{i}") == mine[s][i])
+        self._register_invariants(wo, m, table, seq)
 
         p.spec(m, "accepts_only_expected", self.progress == Cat(taken).any())
         p.spec(m, "rest_counted", self.counters.unknown_tags == unknown)
         p.spec(m, "error_on_bad_status", self.error == error)
         self._covers(m, heads, seq, expect_data, expect_scale, data_done, count)
         return m
+
+    def _spec_table(self):
+        """The specification's table, per slot ``s`` and port ``i``: ``count`` data flits in,
+        ``data_done``/``scale_done`` packets ended, ``expect_data``/``expect_scale`` packets
+        still expected."""
+        params = self._params
+        n, slots, sf = params.fabric.ports, params.slots, params.slot_flits
+
+        def per_slot(name, shape):
+            return Array(Array(Signal(shape, name=f"spec_{name}_s{s}_p{i}") for i in range(n))
+                         for s in range(slots))
+        count, data_done, scale_done = (per_slot("count", range(sf + 1)),
+                                        per_slot("data_done", 1), per_slot("scale_done", 1))
+        expect_data, expect_scale = per_slot("expect_data", 1), per_slot("expect_scale", 1)
+        return SimpleNamespace(count=count, data_done=data_done, scale_done=scale_done,
+                               expect_data=expect_data, expect_scale=expect_scale)
+
+    def _arm_and_flush(self, m, t, seq):
+        """An arm empties its slot and expects the masked ports' packets (and scales) under its
+        sequence number; a flush expects nothing. After the ports' updates, so these win."""
+        n, slots = self._params.fabric.ports, self._params.slots
+        with m.If(self.arm_valid):
+            s = self.arm.slot
+            for i in range(n):
+                want = self.arm.mask[i]
+                m.d.sync += [t.count[s][i].eq(0), t.data_done[s][i].eq(~want),
+                             t.scale_done[s][i].eq(~(want & self.arm.scales)),
+                             t.expect_data[s][i].eq(want),
+                             t.expect_scale[s][i].eq(want & self.arm.scales)]
+            m.d.sync += seq[s].eq(self.arm.seq)
+        with m.If(self.flush):
+            for s in range(slots):
+                for i in range(n):
+                    m.d.sync += [t.expect_data[s][i].eq(0), t.expect_scale[s][i].eq(0)]
+
+    def _register_invariants(self, wo, m, t, seq):
+        """Every register of the block's table equals the specification's."""
+        p, n = self.properties, self._params.fabric.ports
+        for s in range(self._params.slots):
+            p.invariant(m, "slot_registers_match", wo.probe(f"seq_s{s}") == seq[s])
+            for i in range(n):
+                for name in ("count", "data_done", "scale_done", "expect_data", "expect_scale"):
+                    p.invariant(m, "slot_registers_match",
+                                wo.probe(f"{name}_s{s}_p{i}") == getattr(t, name)[s][i])
 
     def _packet_invariants(self, wo, m, i, in_body, keep, slot, kind, offset):
         """Port ``i``'s framing and stored-packet registers equal the harness's (the slot, kind

@@ -72,9 +72,9 @@ class WriteTagsHarness(wiring.Component):
         accept decision tied to "a ``WRITE_RESP`` header and no flush" (the whole tag check
         removed); ``"seq_unchecked"``, the round the block expects tied to the response's own
         ``seq`` (only the index is checked, so a stale response is accepted).
-        ``accepts_only_current`` or ``rest_counted`` must fail. (The bug this harness found,
-        ``free`` checked only at the ports of ``mask``, needs 33 writes from reset to show, too
-        deep for a bounded check: ``tb/test_isa_blocks.py`` replays it.)
+        ``accepts_only_current`` or ``rest_counted`` must fail. (An entry freed while a port
+        outside ``mask`` still owes it needs 33 writes from reset to show, too deep for a
+        bounded check: ``tb/test_isa_blocks.py`` drives that case.)
 
     Members
     -------
@@ -193,8 +193,14 @@ class WriteTagsHarness(wiring.Component):
         p.spec(m, "entries_match", self.outstanding == Cat(pend).any())
         p.spec(m, "error_on_bad_status", self.error == error)
 
-        # Covers.
-        answered = [Signal(ntags, name=f"spec_answered{i}") for i in range(n)]
+        self._covers(m, hits, heads, pend, held, widx)
+        return m
+
+    def _covers(self, m, hits, heads, pend, held, widx):
+        """The covers: a current tag accepted, a stale one and a duplicate rejected, the error
+        set (``pend``, ``held``: the specification's table; ``widx``: the next entry)."""
+        p, ntags = self.properties, 1 << WRITE_TAG_BITS
+        answered = [Signal(ntags, name=f"spec_answered{i}") for i in range(len(hits))]
         for i, (hit, (head, rhdr, rtag)) in enumerate(zip(hits, heads)):
             is_resp = head & (rhdr.opcode == Opcode.WRITE_RESP) & ~self.flush
             p.cover(m, "current_tag_accepted", hit & self.progress)
@@ -210,4 +216,3 @@ class WriteTagsHarness(wiring.Component):
                     is_resp & answered[i].bit_select(rtag.index, 1)
                     & (rtag.seq == Array(held[i])[rtag.index]) & ~self.progress)
         p.cover(m, "error_set", self.error)
-        return m
