@@ -20,8 +20,9 @@ fewer than 45 significant bits). Metrics: relative L2 error
 ``||y - exact|| / ||exact||`` and ``max|y - exact| / max|exact|``; the median
 over seeds is reported.
 
-Run ``python -m scin.scripts.accuracy --help``; writes ``docs/accuracy.csv``
-and ``docs/accuracy.png`` and prints a Markdown table.
+Run ``scin accuracy --help``; writes ``accuracy.csv`` and ``accuracy.png`` into
+``out/accuracy/`` (``--out``; with ``--doc`` the tracked ``docs/``) and prints a
+Markdown table.
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ from scin.sim.numerics import (
     BLOCK, allreduce, dequantize_int8, dequantize_int8_fixed, quantize_int8, quantize_int8_fixed,
 )
 
+from .options import default_out, integer, integer_list, out_dir, real
+from .outputs import replacing, save_figure
+
 MODES = ("inq", "rq", "fp16", "bf16")
+
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
@@ -165,45 +170,54 @@ def plot(table, path: Path) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
 def add_arguments(ap) -> None:
     """The options of ``scin accuracy``."""
-    ap.add_argument("--participants", type=int, nargs="+", default=[2, 4, 8, 16], metavar="N")
-    ap.add_argument("--seeds", type=int, default=5,
-                    help="number of seeds (0..seeds-1); default %(default)s")
-    ap.add_argument("--tokens", type=int, default=64,
-                    help="rows of activations; default %(default)s")
-    ap.add_argument("--hidden", type=int, default=4096, help="hidden size; default %(default)s")
-    ap.add_argument("--outliers", type=int, default=8, help="outlier channels; default %(default)s")
-    ap.add_argument("--gain", type=float, default=50.0,
+    ap.add_argument("--endpoints", type=integer_list(1, 16), default="2,4,8,16", metavar="LIST",
+                    help="participant counts, each 1 to 16 (default: %(default)s)")
+    ap.add_argument("--seeds", type=integer(1), default=5,
+                    help="number of seeds (0..seeds-1), at least 1; default %(default)s")
+    ap.add_argument("--tokens", type=integer(1), default=64,
+                    help="rows of activations, at least 1; default %(default)s")
+    ap.add_argument("--hidden", type=integer(64), default=4096,
+                    help="hidden size, a multiple of 64 (the INT8 block); default %(default)s")
+    ap.add_argument("--outliers", type=integer(0), default=8,
+                    help="outlier channels, at most --hidden; default %(default)s")
+    ap.add_argument("--gain", type=real(0), default=50.0,
                     help="outlier channel gain; default %(default)s")
-    ap.add_argument("--out-dir", type=Path, default=DOCS,
-                    help="where accuracy.csv/png go; default %(default)s")
+    ap.add_argument("--out", type=out_dir, default=None, metavar="DIR",
+                    help="where accuracy.csv/png go (default: out/accuracy/; with --doc: docs/)")
+    ap.add_argument("--doc", action="store_true",
+                    help="write into the tracked docs/ (docs/accuracy.csv, docs/accuracy.png)")
     ap.add_argument("--no-plot", action="store_true", help="skip accuracy.png")
 
 
 def run(args) -> int:
     """``scin accuracy``: run the study, write the CSV (and plot), print the table."""
-    from .cli import CommandError
-    if any(n < 1 or n > 16 for n in args.participants):
-        raise CommandError("participants must be between 1 and 16", usage=True)
-    rows = study(args.participants, args.seeds, args.tokens, args.hidden, args.outliers, args.gain)
+    if args.hidden % 64:
+        raise ValueError(f"argument --hidden: must be a multiple of 64, not {args.hidden}")
+    if args.outliers > args.hidden:
+        raise ValueError(f"argument --outliers: must be at most --hidden ({args.hidden}), "
+                         f"not {args.outliers}")
+    out = args.out if args.out is not None else DOCS if args.doc else default_out("accuracy")
+    rows = study(args.endpoints, args.seeds, args.tokens, args.hidden, args.outliers, args.gain)
     table = summarise(rows)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    with open(args.out_dir / "accuracy.csv", "w", newline="") as f:
+    with replacing(out / "accuracy.csv") as tmp, open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(table[0]))
         w.writeheader()
         for t in table:
             w.writerow({k: (f"{v:.6e}" if isinstance(v, float) else v) for k, v in t.items()})
     if not args.no_plot:
-        plot(table, args.out_dir / "accuracy.png")
+        plot(table, out / "accuracy.png")
     print(f"# data: {args.tokens} x {args.hidden} per participant, "
           f"{args.outliers} outlier channels x{args.gain:g}, "
           f"seeds 0..{args.seeds - 1}; median over seeds")
     print(markdown(table))
+    print(f"wrote {out / 'accuracy.csv'}" + ("" if args.no_plot else " and accuracy.png"),
+          file=sys.stderr)
     return 0
 
 

@@ -660,8 +660,8 @@ def test_quantize_int8_fixed_is_the_switch_requantizer():
 
 def test_accuracy_script_smoke(tmp_path, capsys):
     from scin.scripts.accuracy import main
-    assert main(["--participants", "2", "4", "--seeds", "1", "--tokens", "2", "--hidden", "256",
-                 "--outliers", "2", "--out-dir", str(tmp_path), "--no-plot"]) == 0
+    assert main(["--endpoints", "2,4", "--seeds", "1", "--tokens", "2", "--hidden", "256",
+                 "--outliers", "2", "--out", str(tmp_path), "--no-plot"]) == 0
     out = capsys.readouterr().out
     assert "| inq | rel. L2 |" in out
     assert (tmp_path / "accuracy.csv").read_text().startswith("mode,N,")
