@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from ..sim.toolchain import REPO_ROOT
+from .outputs import write_text
 
 
 __all__ = ["markers", "section_block", "rewrite_section", "current_commit"]
@@ -54,8 +55,7 @@ def rewrite_section(path, name, body, *, title="Performance"):
                          f"(expected {begin} ... {end}); fix the file by hand")
     else:
         new = old[:start] + block + old[stop + len(end):]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(new)
+    write_text(path, new)
     return block
 
 

@@ -67,11 +67,12 @@ def integer(low=None, high=None):
     return parse
 
 
-def real(low=None, high=None):
-    """The type of a decimal option from ``low`` to ``high`` (either may be None: unbounded)."""
+def real(low=None, high=None, positive=False):
+    """The type of a decimal option from ``low`` to ``high`` (either may be None: unbounded);
+    ``positive``: above zero."""
     bounds = [f"at least {low}" if low is not None else "", f"at most {high}" if high else ""]
-    allowed = "must be a number" + (" " + " and ".join(b for b in bounds if b) if any(bounds)
-                                    else "")
+    allowed = ("must be a positive number" if positive else "must be a number") + \
+        (" " + " and ".join(b for b in bounds if b) if any(bounds) else "")
 
     def parse(text):
         try:
@@ -79,7 +80,7 @@ def real(low=None, high=None):
         except ValueError:
             _fail(text, allowed)
         if value != value or (low is not None and value < low) or \
-                (high is not None and value > high):
+                (high is not None and value > high) or (positive and value <= 0):
             _fail(text, allowed)
         return value
     parse.__name__ = "number"

@@ -153,7 +153,7 @@ def add_arguments(p):
                         "(fusesoc library add scin DIR; default: out/package/)")
     p.add_argument("--block", action="append", metavar="NAME", choices=TOPS,
                    help=f"only this top (repeatable; default: all of {', '.join(TOPS)})")
-    p.add_argument("--freq-mhz", type=real(0.001), default=DEFAULT_FREQ_MHZ, metavar="MHZ",
+    p.add_argument("--freq-mhz", type=real(positive=True), default=DEFAULT_FREQ_MHZ, metavar="MHZ",
                    help="clock frequency the wrappers declare to Vivado (FREQ_HZ); the prototype "
                         f"runs at {DEFAULT_FREQ_MHZ} MHz (default: %(default)s)")
     fabric_arguments(p)

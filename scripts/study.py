@@ -29,8 +29,13 @@ from ..sim.system_model import (CALIBRATION_PATH, COMPARE_PATH, PUSH_PATH, read_
                                 nvls_ceiling, bus_bandwidth, rtl_fabric)
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
+from .options import add_out_doc, doc_folder, doc_target, real
+from .outputs import replacing, save_figure
 
 SECTION = "scale"
+#: The tracked document and folder ``scin study --doc`` writes.
+SCALE_DOC = REPO_ROOT / "docs" / "SCALE.md"
+SCALE_FOLDER = REPO_ROOT / "docs" / "scale"
 TITLE = "Scale: from the RTL to NVLink-class planes and LLM inference"
 PORTS = (8, 16, 32, 72)
 PLANES = (1, 18)
@@ -509,7 +514,7 @@ def _scale_plots(cal, hop_s, mem_s, out, ports, planes):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "latency.png", dpi=110)
+    save_figure(fig, out / "latency.png", dpi=110)
     plt.close(fig)
     names.append("latency.png")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -533,7 +538,7 @@ def _scale_plots(cal, hop_s, mem_s, out, ports, planes):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
-    fig.savefig(out / "bandwidth.png", dpi=110)
+    save_figure(fig, out / "bandwidth.png", dpi=110)
     plt.close(fig)
     names.append("bandwidth.png")
     return names
@@ -769,13 +774,13 @@ def _llm_plot(rows, out):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(out / "llm.png", dpi=110)
+    save_figure(fig, out / "llm.png", dpi=110)
     plt.close(fig)
     return "llm.png"
 
 
 def _write_csv(rows, path):
-    with open(path, "w", newline="") as f:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         for r in rows:
@@ -799,28 +804,25 @@ def add_arguments(p):
     """The options of ``scin study``."""
     p.add_argument("--calibrate", action="store_true",
                    help="fit the calibration to --bench-csv and --compare-csv first and write "
-                        "it to --calibration (what the RTL benches do after a sweep)")
+                        "it to --calibration, else calibration.json in the --out folder (with "
+                        "--doc: docs/bench/calibration.json), then use it")
     p.add_argument("--bench-csv", default=str(REPO_ROOT / "docs" / "bench" / "bench.csv"),
                    help="the RTL measurements (`scin bench`; default: docs/bench/bench.csv)")
     p.add_argument("--compare-csv", default=str(COMPARE_PATH),
                    help="SCIN, NVLS and ring measured on the RTL (`scin compare`; default: "
                         "docs/bench/compare.csv), which NVLS and the ring are fitted to")
-    p.add_argument("--calibration", default=str(CALIBRATION_PATH),
+    p.add_argument("--calibration", type=Path, default=None, metavar="FILE",
                    help="the fitted constants (default: docs/bench/calibration.json)")
-    p.add_argument("--doc", default=str(REPO_ROOT / "docs" / "SCALE.md"),
-                   help="the document whose `scale` section is rewritten (default: "
-                        "docs/SCALE.md)")
-    p.add_argument("--out", default=str(REPO_ROOT / "docs" / "scale"),
-                   help="directory of the plots and CSVs (default: docs/scale)")
+    add_out_doc(p, "study", SCALE_FOLDER, SCALE_DOC)
     p.add_argument("--ports", default=",".join(map(str, PORTS)),
                    help="ports per plane of the scale tables (default: %(default)s)")
     p.add_argument("--planes", default=",".join(map(str, PLANES)),
                    help="plane counts of the scale tables (default: %(default)s; 18 is "
                         "NVL72-class)")
-    p.add_argument("--hop-ns", type=float, default=NVLINK_HOP_S * 1e9,
+    p.add_argument("--hop-ns", type=real(positive=True), default=NVLINK_HOP_S * 1e9,
                    help="one-way GPU-to-switch latency of the NVLink-class fabrics, ns "
                         "(default: %(default)g, the SCIN prototype's)")
-    p.add_argument("--mem-ns", type=float, default=NVLINK_MEM_S * 1e9,
+    p.add_argument("--mem-ns", type=real(positive=True), default=NVLINK_MEM_S * 1e9,
                    help="GPU memory read latency, ns (default: %(default)g, an assumption)")
 
 
@@ -828,25 +830,28 @@ def run(args):
     """``scin study``: (re)fit if asked, then write the section of docs/SCALE.md, its plots
     and CSVs."""
     started = time.monotonic()
-    for name in ("hop_ns", "mem_ns"):
-        if getattr(args, name) <= 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, not "
-                             f"{getattr(args, name)}")
+    ports, planes = _counts(args.ports, "--ports", 2), _counts(args.planes, "--planes", 1)
+    for option in ("bench_csv",) + (("compare_csv",) if args.calibrate else ()):
+        if not Path(getattr(args, option)).is_file():
+            raise ValueError(f"argument --{option.replace('_', '-')}: no such file "
+                             f"{getattr(args, option)!r}")
+    out = doc_folder(args, "study", SCALE_FOLDER)
     if args.calibrate:
+        calibration = args.calibration or (CALIBRATION_PATH if args.doc is not None
+                                           else out / CALIBRATION_PATH.name)
         compare = args.compare_csv if Path(args.compare_csv).exists() else None
-        cal = write_calibration(args.bench_csv, args.calibration, compare_csv=compare)
-        print(f"wrote {args.calibration} (fitted to {args.bench_csv}"
+        cal = write_calibration(args.bench_csv, calibration, compare_csv=compare)
+        print(f"wrote {calibration} (fitted to {args.bench_csv}"
               f"{' and ' + compare if compare else ''})")
     else:
-        cal = load_calibration(args.calibration)
+        cal = load_calibration(args.calibration or CALIBRATION_PATH)
     hop_s, mem_s = args.hop_ns * 1e-9, args.mem_ns * 1e-9
-    doc, out = Path(args.doc), Path(args.out)
+    doc = doc_target(args, "study", SCALE_DOC)
     out.mkdir(parents=True, exist_ok=True)
     try:
         rel = out.resolve().relative_to(doc.resolve().parent).as_posix()
     except ValueError:
         rel = out.resolve().as_posix()
-    ports, planes = _counts(args.ports, "--ports", 2), _counts(args.planes, "--planes", 1)
     validation, vrows = validation_section(cal, args.bench_csv)
     compare_path = Path(args.compare_csv)
     if compare_path.exists():

@@ -123,7 +123,7 @@ def test_bad_parameters_name_the_parameter(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["package", "--out", str(tmp_path), "--freq-mhz", "0"])
     assert exit_info.value.code == 2
-    assert "argument --freq-mhz: must be a number at least 0.001, not '0'" in \
+    assert "argument --freq-mhz: must be a positive number, not '0'" in \
         capsys.readouterr().err
 
 

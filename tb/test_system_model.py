@@ -592,8 +592,10 @@ def test_scin_study_writes_the_document(tmp_path, capsys):
 
 def test_scin_study_rejects_a_bad_latency(capsys):
     from scin.scripts.cli import main
-    assert main(["study", "--hop-ns", "0"]) == 2
-    assert "--hop-ns must be positive" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["study", "--hop-ns", "0"])
+    assert exit_info.value.code == 2
+    assert "argument --hop-ns: must be a positive number, not '0'" in capsys.readouterr().err
 
 
 def test_ceiling_of_the_default_fabric_is_that_of_the_rtl():
