@@ -2,14 +2,13 @@
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.wiring import In, Out, connect, flipped
+from amaranth.lib.wiring import connect, flipped
 
 from ...hdl.isa.descriptor import WRITE_TAG_BITS, write_tag_layout
-from ...hdl.isa.interfaces import COUNTER_BITS, block_counters_layout
+from ...hdl.isa.interfaces import COUNTER_BITS
 from ...hdl.isa.writeback import WriteTags
 from ...hdl.packet import Opcode, Status
 from ...hdl.params import check_int
-from ...hdl.transport import packet_signature
 from .properties import check_broken, OpenBlock, Properties
 from .small_isa import small_isa
 
@@ -78,12 +77,9 @@ class WriteTagsHarness(wiring.Component):
 
     Members
     -------
-    wresp : In(packet_signature).array(ports)
-    mask : In(ports)
-    start, flush, clear_error : In(1)
-    tag : Out(write_tag_layout)
-    free, error, outstanding, progress : Out(1)
-    counters : Out(unknown_wresps)
+    Those of :class:`~scin.hdl.isa.writeback.WriteTags` (``wresp``, ``mask``, ``start``,
+    ``flush``, ``clear_error``, ``tag``, ``free``, ``error``, ``outstanding``, ``progress``,
+    ``counters``), with the same directions: the environment drives the inputs.
     """
 
     BROKEN = ("tag_unchecked", "seq_unchecked")
@@ -92,23 +88,10 @@ class WriteTagsHarness(wiring.Component):
         check_int("ports", ports, 2, 4)
         check_broken(broken, self.BROKEN)
         self._params = small_isa(ports=ports, max_payload=4096)
-        fabric = self._params.fabric
         self._broken = broken
         self.properties = Properties(invariants=invariants)
-        pkt = packet_signature(fabric)
-        super().__init__({
-            "wresp":       In(pkt).array(ports),
-            "mask":        In(ports),
-            "start":       In(1),
-            "flush":       In(1),
-            "clear_error": In(1),
-            "tag":         Out(write_tag_layout(self._params)),
-            "free":        Out(1),
-            "error":       Out(1),
-            "outstanding": Out(1),
-            "progress":    Out(1),
-            "counters":    Out(block_counters_layout("unknown_wresps")),
-        })
+        # The block's own ports, driven by the environment and read by the properties.
+        super().__init__(WriteTags(self._params).signature)
 
     def elaborate(self, platform):
         m = Module()
