@@ -28,6 +28,7 @@ from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, ROOTED_O
 from ..sim.models import PACKET_BYTES, nvls_cycles, ring_cycles
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
+from .plotting import finish, pyplot, series_style
 
 SECTION, HOPS_SECTION = "bench", "op-hops"
 SIZES = ["64B", "256B", "1KiB", "4KiB", "16KiB", "64KiB", "256KiB", "1MiB"]
@@ -277,15 +278,16 @@ def write_csv(rows, path):
 
 def plot(rows, out, link):
     """Write the PNG plots; return their file names."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    payload, limit = link_limit(link)
+    limits = [(limit, {"color": "k", "ls": "--"}, f"link limit {payload}/{payload + 1}")]
+    size_rows = [r for r in rows if r["part"] in ("size", "endpoints")]
     written = []
 
-    def figure(name, xlabel, ylabel, draw, ylog=False, hlines=()):
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
-        draw(ax)
+    def figure(name, ylabel, series, title, ylog=False, hlines=(), xlabel="message size (bytes)"):
+        """One plot of ``series`` (``[(label, xs, ys)]``) with ``hlines`` beside them."""
+        fig, ax = pyplot().subplots(figsize=(6.4, 4.2))
+        for k, (label, xs, ys) in enumerate(series):
+            ax.plot(xs, ys, label=label, **series_style(k))
         for y, style, label in hlines:
             ax.axhline(y, lw=0.8, label=label, **style)
         ax.set_xscale("log", base=2)
@@ -293,57 +295,60 @@ def plot(rows, out, link):
             ax.set_yscale("log")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=120)
-        plt.close(fig)
+        finish(fig, ax, out / name, title=title, kind="measured")
         written.append(name)
 
-    payload, limit = link_limit(link)
-    limits = [(limit, {"color": "k", "ls": "--"}, f"link limit {payload}/{payload + 1}")]
-    size_rows = [r for r in rows if r["part"] in ("size", "endpoints")]
-    series = sorted({(r["dtype"], r["endpoints"]) for r in size_rows})
-
-    def by_size(key):
-        def draw(ax):
-            for dtype, n in series:
-                pts = sorted((r["size"], r[key]) for r in size_rows
-                             if r["dtype"] == dtype and r["endpoints"] == n)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                        label=f"SCIN {dtype}, {n} endpoints (measured)")
-        return draw
-
+    by_size = _series_by_size(size_rows)
     if size_rows:
-        figure("latency.png", "message size (bytes, 16-bit form)",
-               f"latency (us at {CLOCK_MHZ} MHz)",
-               by_size("us"), ylog=True)
-        figure("efficiency.png", "message size (bytes, 16-bit form)",
-               "efficiency (16-bit size / time x link)", by_size("efficiency"),
+        figure("latency.png", f"latency (us at {CLOCK_MHZ} MHz)", by_size("us"),
+               "SCIN All-Reduce latency, measured on the RTL", ylog=True,
+               xlabel="message size (bytes, 16-bit form)")
+        figure("efficiency.png", "efficiency (16-bit size / time x link)",
+               by_size("efficiency"), "SCIN All-Reduce efficiency, measured on the RTL",
+               xlabel="message size (bytes, 16-bit form)",
                hlines=limits + [(PAPER_EFFICIENCY, {"color": "r", "ls": ":"},
                                  "paper prototype 92.4%")])
     wave_rows = sorted((r for r in rows if r["part"] == "waves"), key=lambda r: r["waves"])
     if wave_rows:
-        figure("waves.png", "outstanding waves k", "efficiency", lambda ax: ax.plot(
-            [r["waves"] for r in wave_rows], [r["efficiency"] for r in wave_rows], marker="o",
-            label=f"fp16 {wave_rows[0]['size'] // 1024} KiB, "
-                  f"table {wave_rows[0]['capacity'] // 1024} KiB"),
-            hlines=limits)
-    fp16 = [r for r in size_rows if r["dtype"] == "fp16"]
-
-    def speedups(ax):
-        for n in sorted({r["endpoints"] for r in fp16}):
-            pts = sorted((r["size"], r["cycles"]) for r in fp16 if r["endpoints"] == n)
-            xs = [p[0] for p in pts]
-            ax.plot(xs, [nvls_cycles(s, n, link) / c for s, c in pts], marker="o",
-                    label=f"over NVLS (modelled), N={n}")
-            ax.plot(xs, [ring_cycles(s, n, link) / c for s, c in pts], marker="s",
-                    label=f"over ring (modelled), N={n}")
-
-    if fp16:
-        figure("speedup.png", "message size (bytes)", "speedup of measured SCIN fp16", speedups,
+        label = (f"fp16 {wave_rows[0]['size'] // 1024} KiB, "
+                 f"table {wave_rows[0]['capacity'] // 1024} KiB")
+        figure("waves.png", "efficiency", [(label, [r["waves"] for r in wave_rows],
+                                            [r["efficiency"] for r in wave_rows])],
+               "SCIN efficiency against outstanding waves, measured on the RTL", hlines=limits,
+               xlabel="outstanding waves k")
+    speedups = _speedup_series([r for r in size_rows if r["dtype"] == "fp16"], link)
+    if speedups:
+        figure("speedup.png", "speedup of measured SCIN fp16", speedups,
+               "Speedup of SCIN (measured on the RTL) over NVLS and ring (modelled)",
                hlines=[(1, {"color": "k"}, None)])
     return written
+
+
+def _series_by_size(size_rows):
+    """A function of a column giving ``[(label, sizes, values)]``, one per (dtype, N)."""
+    series = sorted({(r["dtype"], r["endpoints"]) for r in size_rows})
+
+    def by_size(key):
+        out = []
+        for dtype, n in series:
+            pts = sorted((r["size"], r[key]) for r in size_rows
+                         if r["dtype"] == dtype and r["endpoints"] == n)
+            out.append((f"SCIN {dtype}, {n} endpoints", [p[0] for p in pts], [p[1] for p in pts]))
+        return out
+    return by_size
+
+
+def _speedup_series(fp16, link):
+    """Measured fp16 cycles against the NVLS and ring models: ``[(label, sizes, speedups)]``."""
+    out = []
+    for n in sorted({r["endpoints"] for r in fp16}):
+        pts = sorted((r["size"], r["cycles"]) for r in fp16 if r["endpoints"] == n)
+        xs = [p[0] for p in pts]
+        out.append((f"over NVLS (modelled), N={n}", xs,
+                    [nvls_cycles(s, n, link) / c for s, c in pts]))
+        out.append((f"over ring (modelled), N={n}", xs,
+                    [ring_cycles(s, n, link) / c for s, c in pts]))
+    return out
 
 
 def section(rows, plots, args, elapsed, link, out_rel):

@@ -27,6 +27,7 @@ from ..hdl.paper import CLOCK_MHZ, FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY
 from ..sim.allreduce import CollectiveConfig, parse_size, run_allreduce
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
+from .plotting import finish, pyplot, series_style
 
 SECTION = "bench-push"
 ENDPOINTS = "4,8"
@@ -296,39 +297,23 @@ def read_csv(path):
 
 
 def plot(rows, path):
-    """Latency (us) against size, log-log: a colour per (dtype, N), solid pull, dashed push."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Latency (us) against size, log-log: a style of its own per (dtype, N, mode)."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    groups = sorted({(r["dtype"], r["endpoints"]) for r in rows})
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for k, (d, n) in enumerate(groups):
-        for mode, style in (("pull", "-"), ("push", "--")):
-            pts = sorted((r["size"], r["latency_us"]) for r in rows
-                         if (r["dtype"], r["endpoints"], r["mode"]) == (d, n, mode))
-            if pts:
-                xs, ys = zip(*pts)
-                ax.plot(xs, ys, style, marker="o" if mode == "pull" else "s", ms=4,
-                        color=colors[k % len(colors)], label=f"{d}, N={n}, {mode}")
-    from matplotlib.ticker import FormatStrFormatter
+    series = sorted({(r["dtype"], r["endpoints"], r["mode"]) for r in rows})
+    for k, (d, n, mode) in enumerate(series):
+        pts = sorted((r["size"], r["latency_us"]) for r in rows
+                     if (r["dtype"], r["endpoints"], r["mode"]) == (d, n, mode))
+        ax.plot(*zip(*pts), label=f"{d}, N={n}, {mode}", **series_style(k))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     sizes = sorted({r["size"] for r in rows})
     ax.set_xticks(sizes, [_size(s).replace(" ", "") for s in sizes])
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    ax.set_xticks([], minor=True)
     ax.set_xlabel("message size (16-bit form; int8 moves half the bytes)")
-    ax.set_ylabel(f"latency (us, {CLOCK_MHZ} MHz)")
-    ax.set_title("All-Reduce: push against pull (measured on the RTL)")
-    ax.grid(True, which="both", lw=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    ax.set_ylabel(f"latency (us at {CLOCK_MHZ} MHz)")
+    return finish(fig, ax, Path(path), title="All-Reduce: push against pull, measured on the RTL",
+                  kind="measured", legend_columns=2)
 
 
 def _commit():

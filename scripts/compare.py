@@ -32,6 +32,7 @@ from ..hdl.paper import CLOCK_MHZ, FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY
 from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
+from .plotting import finish, pyplot, series_style
 
 SECTION = "compare"
 SIZES = ["64B", "1KiB", "4KiB", "16KiB", "64KiB", "256KiB", "1MiB"]
@@ -169,22 +170,20 @@ def section_name(op):
 
 
 def plot(rows, out, op="allreduce"):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The speedup-over-NVLS and latency plots of ``op``; returns their paths."""
     rows = [r for r in rows if _op(r) == op]
     speedup_png, latency_png = plot_names(op)
     paths = []
     for name, key, ylabel, log_y in ((speedup_png, "speedup_vs_nvls", "speedup over NVLS", False),
                                      (latency_png, "us", "latency (us)", True)):
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for alg in ALGORITHMS:
-            for n in sorted({r["endpoints"] for r in rows}):
-                pts = [(r["size"], r[key]) for r in rows
-                       if r["algorithm"] == alg and r["endpoints"] == n and r[key] != ""]
-                if pts and not (key == "speedup_vs_nvls" and alg == "nvls"):
-                    xs, ys = zip(*sorted(pts))
-                    ax.plot(xs, ys, marker="o", label=f"{alg}, N={n}")
+        fig, ax = pyplot().subplots(figsize=(7, 4))
+        series = [(alg, n) for alg in ALGORITHMS for n in sorted({r["endpoints"] for r in rows})
+                  if not (key == "speedup_vs_nvls" and alg == "nvls")]
+        for k, (alg, n) in enumerate(series):
+            pts = [(r["size"], r[key]) for r in rows
+                   if r["algorithm"] == alg and r["endpoints"] == n and r[key] != ""]
+            if pts:
+                ax.plot(*zip(*sorted(pts)), label=f"{alg}, N={n}", **series_style(k))
         ax.set_xscale("log", base=2)
         if log_y:
             ax.set_yscale("log")
@@ -192,12 +191,8 @@ def plot(rows, out, op="allreduce"):
             ax.axhline(1.0, color="gray", lw=0.8)
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel(ylabel)
-        ax.set_title(f"{op}, measured on the RTL fabric ({ylabel})")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
-        paths.append(out / name)
+        paths.append(finish(fig, ax, out / name, kind="measured",
+                            title=f"{op}, measured on the RTL fabric ({ylabel})"))
     return paths
 
 

@@ -18,6 +18,7 @@ from ..hdl import paper as prototype
 from ..sim.toolchain import REPO_ROOT
 from . import executor
 from .docs_section import current_commit, rewrite_section, section_block
+from .plotting import finish, pyplot, series_style
 
 
 __all__ = ["main", "add_arguments", "run", "XCVU13P", "PAPER", "points"]
@@ -73,33 +74,28 @@ def share(value, key):
     return 100.0 * value / XCVU13P[key]
 
 
-def _plot(rows, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+def plot_scaling(rows, out):
+    """LUT and FF cells of the switch, the ISA and the datapath against ports and flit width."""
+    fig, axes = pyplot().subplots(1, 2, figsize=(10, 4))
     for ax, (axis, fixed, xs, xlabel) in zip(axes, (
             ("ports", ("flit_width", prototype.FLIT_WIDTH), PORTS,
              f"ports ({prototype.FLIT_WIDTH}-bit flits)"),
             ("flit_width", ("ports", prototype.PORTS), FLITS,
              f"flit width, bits ({prototype.PORTS} ports)"))):
-        for block, style in (("switch", "o-"), ("isa", "s-"), ("datapath", "^--")):
-            for key, color in (("lut", "C0"), ("ff", "C1")):
-                pts = sorted((r[axis], r[key]) for r in rows
-                             if r["block"] == block and r[fixed[0]] == fixed[1] and r[axis] in xs)
-                if pts:
-                    ax.plot(*zip(*pts), style, color=color, label=f"{block} {key.upper()}")
+        series = [(block, key) for block in ("switch", "isa", "datapath") for key in ("lut", "ff")]
+        for k, (block, key) in enumerate(series):
+            pts = sorted((r[axis], r[key]) for r in rows
+                         if r["block"] == block and r[fixed[0]] == fixed[1] and r[axis] in xs)
+            if pts:
+                ax.plot(*zip(*pts), label=f"{block} {key.upper()}", **series_style(k))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(xs, [str(x) for x in xs])
+        ax.set_xticks([], minor=True)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("cells (Yosys, xcup)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.suptitle("SCIN resources against ports and flit width (measured, Yosys synth_xilinx)")
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    finish(fig, list(axes), out, kind="measured",
+           title="SCIN resources against ports and flit width (measured, Yosys synth_xilinx)")
 
 
 def section(rows, argv, elapsed, missing=()):
@@ -235,7 +231,7 @@ def run(args):
         w.writeheader()
         w.writerows(sorted(rows, key=lambda r: (r["block"], r["flit_width"], r["ports"])))
     if not args.paper:
-        _plot(rows, folder / "scaling.png")
+        plot_scaling(rows, folder / "scaling.png")
     rewrite_section(args.out / "RESOURCES.md", SECTION, body, title="Resources")
     print(text)
     print(f"wrote {folder / 'resources.csv'}, {args.out / 'RESOURCES.md'}", file=sys.stderr)
