@@ -90,13 +90,15 @@ def fit_calibration(rows, source="", one_way_latency=ONE_WAY_LATENCY, mem_latenc
     """Fit a :class:`Calibration` to measured ``rows`` (``read_bench_csv``) taken on a link of
     the given latencies (cycles), flit, clock and packet size (default: the paper's,
     :mod:`scin.hdl.paper`), and its NVLS and ring constants to the
-    ``scin compare`` rows ``compare`` (:func:`read_compare_csv`; None: the nominal values).
+    ``scin compare`` rows ``compare`` (:func:`~scin.sim.bench_csv.read_compare_csv`; None:
+    the nominal values).
 
     The per-packet link cost is the slope of cycles against packets of the fp16 (and int8)
     All-Reduce rows of 4 KiB and more, rounded to whole flits (a link moves whole flits). Then,
     for each (commit, op, in_place, dtype, endpoints), the fixed part is the median of cycles
     less the size-dependent part. The per-level cost is the difference of 8 and 4 endpoints at
-    one commit; the wave gap comes from the one-wave rows. NVLS and ring: :func:`fit_compare`.
+    one commit; the wave gap comes from the one-wave rows. NVLS and ring:
+    :func:`~scin.sim.compare_fit.fit_compare`.
     """
     f = Fabric("fit", link_bytes_per_s=flit_bytes * clock_mhz * 1e6,
                hop_s=one_way_latency / (clock_mhz * 1e6), mem_s=mem_latency / (clock_mhz * 1e6),
