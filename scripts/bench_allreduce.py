@@ -1,7 +1,8 @@
 """All-Reduce latency and efficiency on the simulated system (`scin bench-allreduce`).
 
 Runs `scin allreduce` configurations on Verilator under the paper latency model and writes a table
-between the ``bench-allreduce`` markers of ``docs/PERFORMANCE.md``. The design is deterministic, so
+between the ``bench-allreduce`` markers of ``docs/PERFORMANCE.md`` (``--doc``; without it, of a
+copy in ``out/bench-allreduce/``). The design is deterministic, so
 each configuration is run over a few seeds only to show that the data does not change the timing;
 the table gives the median.
 """
@@ -15,8 +16,10 @@ from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce
 from ..sim.toolchain import REPO_ROOT
 from .bench import efficiency, flit_bytes
 from .docs_section import current_commit, rewrite_section, section_block
+from .options import add_out_doc, doc_target, integer
 
 SECTION, HOPS_SECTION = "bench-allreduce", "hops"
+PERFORMANCE_DOC = REPO_ROOT / "docs" / "PERFORMANCE.md"
 HOP_SIZES = ["64B", "256B", "1KiB", "4KiB"]
 DEFAULT_CASES = ["fp16:64B", "fp16:1KiB", "fp16:4KiB", "fp16:64KiB", "fp16:1MiB", "bf16:1MiB",
                  "int8:4KiB", "int8:1MiB"]
@@ -35,20 +38,35 @@ def add_arguments(parser):
     """The options of ``scin bench-allreduce``."""
     parser.add_argument("cases", nargs="*", default=DEFAULT_CASES,
                         help="dtype:size pairs (default: %(default)s)")
-    parser.add_argument("--seeds", type=int, default=2, help="seeds per case (default: 2)")
-    parser.add_argument("--latency", type=int, default=ONE_WAY_LATENCY,
-                        help="one-way latency (default: %(default)s)")
-    parser.add_argument("--mem-latency", type=int, default=MEM_LATENCY,
-                        help="memory latency (default: %(default)s)")
-    parser.add_argument("--doc", default=str(REPO_ROOT / "docs" / "PERFORMANCE.md"),
-                        help="document to update (default: docs/PERFORMANCE.md)")
+    parser.add_argument("--seeds", type=integer(1), default=2, help="seeds per case (default: 2)")
+    parser.add_argument("--latency", type=integer(4), default=ONE_WAY_LATENCY,
+                        help="one-way latency in cycles, at least 4 (default: %(default)s)")
+    parser.add_argument("--mem-latency", type=integer(3, 4096), default=MEM_LATENCY,
+                        help="memory latency in cycles, 3 to 4096 (default: %(default)s)")
+    add_out_doc(parser, "bench-allreduce", None, PERFORMANCE_DOC)
     parser.add_argument("--hops", action="store_true",
                         help="instead: trace fp16 64 B, 256 B, 1 KiB and 4 KiB hop by hop "
                              "(Icarus) and write the hop table (between the hops markers)")
 
 
+def _cases(cases):
+    """``[(dtype, size in bytes)]`` of the ``dtype:size`` cases, each checked."""
+    parsed = []
+    for case in cases:
+        dtype, _, size = case.partition(":")
+        try:
+            parsed.append((dtype, parse_size(size)))
+            AllReduceConfig(dtype=dtype, size=parsed[-1][1])
+        except ValueError as exc:
+            raise ValueError(f"argument cases: {case!r} is not a dtype:size case of "
+                             f"fp16, bf16 or int8 ({exc})") from None
+    return parsed
+
+
 def run(args):
     """``scin bench-allreduce``: run the cases (or ``--hops``), print and write the table."""
+    _cases(args.cases)              # every case checked before the first run
+    args.doc_path = doc_target(args, "bench-allreduce", PERFORMANCE_DOC)
     if args.hops:
         return hops_table(args)
 
@@ -101,7 +119,7 @@ def run(args):
                      f"{c['stall_tx']} | {r['wall']:.1f} |")
     lines += ["", "Hop floor: 4 one-way trips (arrival, read request, read response, write with "
               "the flag right behind it) + one memory read + one packet's serialisation."]
-    doc = REPO_ROOT / args.doc if not args.doc.startswith("/") else args.doc
+    doc = args.doc_path
     body = "\n".join(lines)
     print(section_block(SECTION, body))
     rewrite_section(doc, SECTION, body)
@@ -149,7 +167,7 @@ def hops_table(args):
                                                for r in reports) + " | latency of the All-Reduce |")
     lines.append("| over the floor | " + " | ".join(f"{total(r, 'cycles') - total(r, 'floor')}"
                                                     for r in reports) + " | the RTL's own cycles |")
-    doc = REPO_ROOT / args.doc if not args.doc.startswith("/") else args.doc
+    doc = args.doc_path
     body = "\n".join(lines)
     print(section_block(HOPS_SECTION, body))
     rewrite_section(doc, HOPS_SECTION, body)

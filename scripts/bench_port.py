@@ -21,6 +21,10 @@ from pathlib import Path
 
 from scin.hdl.packet import FabricParams, MsgClass
 from scin.hdl.paper import AURORA_CYCLES
+from scin.sim.toolchain import REPO_ROOT
+
+from .options import add_out_doc, doc_target, integer, integer_list, json_file
+from .outputs import write_text
 
 
 __all__ = ["main", "add_arguments", "run", "run_bench"]
@@ -29,6 +33,7 @@ PARAMS = FabricParams(flit_width=64, addr_width=16, tag_width=8, max_payload=102
 PAYLOAD_FLITS = 128
 CORE_SOURCES = (1, 2)
 SECTION = "bench-port"
+PERFORMANCE_DOC = REPO_ROOT / "docs" / "PERFORMANCE.md"
 
 
 def run_bench(*, credits, latency, isa_class, core_class, runs, window, warmup, sim="verilator"):
@@ -59,22 +64,28 @@ def summarize(windows):
 
 def add_arguments(parser):
     """The options of ``scin bench-port``."""
-    parser.add_argument("--latency", type=int, default=AURORA_CYCLES,
-                        help="one-way link latency (cycles)")
-    parser.add_argument("--credits", type=int, nargs="+", default=[256, 145, 128, 64],
-                        help="credit values to sweep (the first is the headline)")
-    parser.add_argument("--runs", type=int, default=5, help="measurement windows per configuration")
-    parser.add_argument("--window", type=int, default=20_000, help="cycles per window")
-    parser.add_argument("--warmup", type=int, default=2_000, help="cycles before measuring")
-    parser.add_argument("--doc", default=None, help="file to update (default docs/PERFORMANCE.md)")
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--latency", type=integer(1), default=AURORA_CYCLES,
+                        help="one-way link latency (cycles, default: %(default)s)")
+    parser.add_argument("--credits", type=integer_list(1), default="256,145,128,64",
+                        metavar="LIST",
+                        help="credit values to sweep, the first the headline (default: "
+                             "%(default)s)")
+    parser.add_argument("--runs", type=integer(1), default=5,
+                        help="measurement windows per configuration (default: %(default)s)")
+    parser.add_argument("--window", type=integer(1), default=20_000,
+                        help="cycles per window (default: %(default)s)")
+    parser.add_argument("--warmup", type=integer(0), default=2_000,
+                        help="cycles before measuring (default: %(default)s)")
+    parser.add_argument("--json", type=json_file, nargs="?", const="-", default=None,
+                        metavar="FILE",
+                        help="the results as JSON on standard output, or, with FILE, into FILE")
+    add_out_doc(parser, "bench-port", None, PERFORMANCE_DOC)
 
 
 def run(args):
     """``scin bench-port``: run every scenario, print the table and write the doc section."""
     from scin.hdl.transport import credits_for_full_rate, TRANSPORT_LATENCY
-    from scin.sim.toolchain import REPO_ROOT
+    doc = doc_target(args, "bench-port", PERFORMANCE_DOC)
     w = MsgClass.WRITE.value
     scenarios = [("same class", w, w, c) for c in args.credits]
     # ISA writes and core read responses in different classes: they share the link per flit.
@@ -97,15 +108,17 @@ def run(args):
         print(f"bench-port failed: {exc}", file=sys.stderr)
         return 1
     elapsed = time.time() - t0
-    if args.json:
+    if args.json == "-":
         print(json.dumps(results, indent=2))
+    elif args.json is not None:
+        write_text(args.json, json.dumps(results, indent=2) + "\n")
 
     need = credits_for_full_rate(args.latency)
     lines = [
         "## Switch port TX link under saturation (`scin bench-port`)",
         "",
-        f"Command: `python -m scin.scripts.bench_port --latency {args.latency} --credits "
-        f"{' '.join(map(str, args.credits))} --runs {args.runs} --window {args.window}` "
+        f"Command: `scin bench-port --latency {args.latency} --credits "
+        f"{','.join(map(str, args.credits))} --runs {args.runs} --window {args.window}` "
         f"(Verilator; {elapsed:.0f} s including builds).",
         "",
         "Setup: 4-port switch, a link of the given one-way latency and an endpoint transport port "
@@ -135,11 +148,9 @@ def run(args):
     ]
     section = "\n".join(lines)
     print(section)
-    if not args.no_write:
-        doc = Path(args.doc) if args.doc else REPO_ROOT / "docs" / "PERFORMANCE.md"
-        from .docs_section import rewrite_section
-        rewrite_section(doc, SECTION, section)
-        print(f"wrote {doc}", file=sys.stderr)
+    from .docs_section import rewrite_section
+    rewrite_section(doc, SECTION, section)
+    print(f"wrote {doc}", file=sys.stderr)
     return 0
 
 
