@@ -485,7 +485,7 @@ def test_scin_coverage_stops_on_a_stale_waiver_before_reading_data(tmp_path, cap
     waivers.write_text("[waivers]\n'hdl/transport/credit_rx.py::CreditRx.elaborate::"
                        "with m.If(gone):' = \"a reason\"\n")
     assert main(["coverage", "--waivers", str(waivers), "--data", str(tmp_path / "none"),
-                 "--out", "-"]) == 2
+                 "--doc", "-"]) == 2
     err = capsys.readouterr().err
     assert "CreditRx.elaborate" in err and "'with m.If(gone):'" in err
     assert "no coverage data" not in err
