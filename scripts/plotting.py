@@ -8,6 +8,8 @@ log axes and one legend, and every figure a title that says whether its figures 
 the RTL or modelled; :func:`check_figure` is the same rule as a check (tb/test_plots.py).
 """
 
+import math
+
 from .outputs import save_figure
 
 __all__ = ["pyplot", "series_style", "finish", "check_figure", "KINDS"]
@@ -67,8 +69,12 @@ def finish(fig, axes, path, *, title, kind, dpi=110, legend_columns=1):
 
 
 def _plain(value, _pos):
-    """A tick label without exponents: 1024 -> "1024", 0.5 -> "0.5"."""
-    return f"{value:g}" if value < 1e6 else f"{value:.0e}"
+    """A tick label: plain below 10,000 (1024 -> "1024", 0.5 -> "0.5"), a power of ten above
+    (1e6 -> "10^6" in mathtext)."""
+    if value < 1e4:
+        return f"{value:g}"
+    exponent = math.log10(value)
+    return f"$10^{{{round(exponent)}}}$" if exponent == round(exponent) else f"{value:.3g}"
 
 
 def check_figure(fig):

@@ -30,7 +30,8 @@ from ..sim.system_model import (CALIBRATION_PATH, COMPARE_PATH, PUSH_PATH, read_
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
 from .options import add_out_doc, doc_folder, doc_target, real
-from .outputs import replacing, save_figure
+from .outputs import replacing
+from .plotting import finish, pyplot, series_style
 
 SECTION = "scale"
 #: The tracked document and folder ``scin study --doc`` writes.
@@ -499,49 +500,38 @@ def wave_section(cal, hop_s, mem_s, size=16 << 20, n=8):
 
 
 def _scale_plots(cal, hop_s, mem_s, out, ports, planes):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """latency.png and bandwidth.png of the modelled NVLink fabric; returns their names."""
     f = nvlink_fabric(5, planes, hop_s=hop_s, mem_s=mem_s)
-    names = []
+
+    def t(system, x, n):
+        return collective_time(system, "allreduce", x, n, f, cal)
+
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, n in zip(axes, (min(ports), max(ports))):
-        for s in SYSTEMS:
-            ax.plot(PLOT_SIZES, [collective_time(s, "allreduce", x, n, f, cal) * 1e6
-                                 for x in PLOT_SIZES], label=SYSTEM_NAMES[s])
+        for k, s in enumerate(SYSTEMS):
+            ax.plot(PLOT_SIZES, [t(s, x, n) * 1e6 for x in PLOT_SIZES], label=SYSTEM_NAMES[s],
+                    **series_style(k))
         ax.set(xscale="log", yscale="log", xlabel="size per rank (bytes)", ylabel="latency (us)",
-               title=f"All-Reduce, {n} ports, {planes} NVLink 5 plane(s)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, out / "latency.png", dpi=110)
-    plt.close(fig)
-    names.append("latency.png")
+               title=f"{n} ports")
+    finish(fig, list(axes), out / "latency.png", kind="modelled",
+           title=f"All-Reduce latency, {planes} NVLink 5 plane(s), modelled")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for n in ports:
-        axes[0].plot(PLOT_SIZES, [bus_bandwidth("allreduce", x, n, collective_time(
-            "scin", "allreduce", x, n, f, cal)) / 1e9 for x in PLOT_SIZES], label=f"SCIN, N={n}")
-        axes[0].plot(PLOT_SIZES, [bus_bandwidth("allreduce", x, n, collective_time(
-            "nvls", "allreduce", x, n, f, cal)) / 1e9 for x in PLOT_SIZES], ls="--",
-            label=f"NVLS, N={n}")
-        axes[1].plot(PLOT_SIZES, [collective_time("nvls", "allreduce", x, n, f, cal)
-                                  / collective_time("scin", "allreduce", x, n, f, cal)
-                                  for x in PLOT_SIZES], label=f"pull, N={n}")
-        axes[1].plot(PLOT_SIZES, [collective_time("nvls", "allreduce", x, n, f, cal)
-                                  / collective_time("scin-inq", "allreduce", x, n, f, cal)
-                                  for x in PLOT_SIZES], ls=":", label=f"INQ, N={n}")
+    for i, n in enumerate(ports):
+        for k, (s, name) in enumerate((("scin", "SCIN"), ("nvls", "NVLS"))):
+            axes[0].plot(PLOT_SIZES, [bus_bandwidth("allreduce", x, n, t(s, x, n)) / 1e9
+                                      for x in PLOT_SIZES], label=f"{name}, N={n}",
+                         **series_style(2 * i + k))
+        for k, (s, name) in enumerate((("scin", "pull"), ("scin-inq", "INQ"))):
+            axes[1].plot(PLOT_SIZES, [t("nvls", x, n) / t(s, x, n) for x in PLOT_SIZES],
+                         label=f"{name}, N={n}", **series_style(2 * i + k))
     axes[0].set(xscale="log", xlabel="size per rank (bytes)", ylabel="bus bandwidth (GB/s)",
-                title=f"All-Reduce bus bandwidth, {planes} plane(s)")
+                title="bus bandwidth")
     axes[1].set(xscale="log", xlabel="size per rank (bytes)", ylabel="speedup over NVLS",
-                title=f"SCIN over NVLS, {planes} plane(s)")
-    for ax in axes:
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    save_figure(fig, out / "bandwidth.png", dpi=110)
-    plt.close(fig)
-    names.append("bandwidth.png")
-    return names
+                title="SCIN over NVLS")
+    finish(fig, list(axes), out / "bandwidth.png", kind="modelled", legend_columns=2,
+           title=f"All-Reduce bandwidth, {planes} NVLink 5 plane(s), modelled")
+    return ["latency.png", "bandwidth.png"]
 
 
 def resources_section(cal, hop_s, mem_s, ports=PORTS):
@@ -756,26 +746,21 @@ def llm_section(cal, hop_s, mem_s, plot_dir, rel):
 
 
 def _llm_plot(rows, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for name in llm.MODELS:
+    """llm.png: modelled TTFT and TPOT speedups against the batch, one style per model."""
+    fig, axes = pyplot().subplots(1, 2, figsize=(11, 4.2))
+    for k, name in enumerate(llm.MODELS):
         sel = [r for r in rows if r["model"] == name and r["tp"] == 8 and r["prompt"] == 2048]
-        axes[0].plot(BATCHES, [r["ttft_speedup_inq"] for r in sel], marker="o", label=name)
-        axes[1].plot(BATCHES, [r["tpot_speedup"] for r in sel], marker="o", label=name)
+        axes[0].plot(BATCHES, [r["ttft_speedup_inq"] for r in sel], label=name,
+                     **series_style(k))
+        axes[1].plot(BATCHES, [r["tpot_speedup"] for r in sel], label=name, **series_style(k))
     axes[0].axhline(PAPER["ttft"], color="k", ls="--", lw=0.8, label="paper: up to 1.42x")
     axes[1].axhline(PAPER["tpot"], color="k", ls="--", lw=0.8, label="paper: up to 1.12x")
     axes[0].set(xscale="log", xlabel="batch", ylabel="TTFT speedup over NVLS",
                 title="TTFT, SCIN INQ, TP 8, prompt 2k")
     axes[1].set(xscale="log", xlabel="batch", ylabel="TPOT speedup over NVLS",
                 title="TPOT, SCIN pull, TP 8, context 2k")
-    for ax in axes:
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6)
-    fig.tight_layout()
-    save_figure(fig, out / "llm.png", dpi=110)
-    plt.close(fig)
+    finish(fig, list(axes), out / "llm.png", kind="modelled",
+           title="LLM inference speedup of SCIN over NVLS, modelled")
     return "llm.png"
 
 

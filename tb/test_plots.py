@@ -94,3 +94,11 @@ def test_resources_plot(tmp_path, saved):
             for p in resources.PORTS for f in resources.FLITS]
     resources.plot_scaling(rows, tmp_path / "scaling.png")
     _check(saved, 1)
+
+
+def test_study_plots(tmp_path, saved):
+    """`scin study` (the modelled NVLink fabric and the LLM roofline; seconds, no RTL run)."""
+    from scin.scripts.cli import main
+    assert main(["study", "--out", str(tmp_path)]) == 0
+    assert {p.name.split(".")[1] for p, _, _ in saved} == {"latency", "bandwidth", "llm"}
+    _check(saved, 3)
