@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-__all__ = ["replacing", "write_text", "save_figure"]
+__all__ = ["replacing", "write_text", "save_figure", "emit_json"]
 
 
 @contextmanager
@@ -41,3 +41,12 @@ def save_figure(fig, path, **kwargs):
     kwargs.setdefault("format", Path(path).suffix.lstrip(".") or "png")
     with replacing(path) as tmp:
         fig.savefig(tmp, **kwargs)
+
+
+def emit_json(target, text):
+    """A command's ``--json [FILE]``: ``text`` on standard output for ``-``, else into ``target``
+    through :func:`replacing`."""
+    if target == "-":
+        print(text)
+    else:
+        write_text(target, text + "\n")

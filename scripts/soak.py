@@ -13,18 +13,23 @@ import argparse
 import json
 import sys
 
+from .options import integer, json_file, out_file, real, size
+from .outputs import emit_json, write_text
+
 
 def add_arguments(p):
     """The options of ``scin soak``."""
-    p.add_argument("--count", type=int, default=20, help="collectives (default: 20)")
-    p.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
-    p.add_argument("--endpoints", type=int, default=4, help="endpoints, 2-8 (default: 4)")
+    p.add_argument("--count", type=integer(1, 10000), default=20,
+                   help="collectives, 1 to 10000 (default: 20)")
+    p.add_argument("--seed", type=integer(0, 2**32 - 1), default=1,
+                   help="random seed, 0 to 2^32-1 (default: 1)")
+    p.add_argument("--endpoints", type=integer(2, 8), default=4, help="endpoints, 2-8 (default: 4)")
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
                    help="simulator (default: verilator)")
-    p.add_argument("--fault-rate", type=float, default=0.2,
+    p.add_argument("--fault-rate", type=real(0, 1), default=0.2,
                    help="share of collectives given a fault: DECERR or a bad descriptor "
                         "(default: 0.2)")
-    p.add_argument("--traffic-rate", type=float, default=0.3,
+    p.add_argument("--traffic-rate", type=real(0, 1), default=0.3,
                    help="share of collectives raced by ordinary writes (default: 0.3)")
     p.add_argument("--max-size", default=None,
                    help="largest message, 16-bit form (default: 32KiB; with --nvls 4KiB, at most "
@@ -32,7 +37,7 @@ def add_arguments(p):
     p.add_argument("--groups", choices=("random", "halves"), default="random",
                    help="random: any subset of 2+ endpoints per collective; halves: two fixed "
                         "groups (e.g. two TP4 groups on 8 endpoints) alternating (default: random)")
-    p.add_argument("--trains", type=int, default=2,
+    p.add_argument("--trains", type=integer(1), default=2,
                    help="the ISA's read and write trains, in slots (READ_WAVE, WRITE_POSTED; 1: "
                         "one READ and one WRITE_RESP per slot, the paper's protocol; default: 2)")
     p.add_argument("--gather-pairs", action=argparse.BooleanOptionalAction, default=True,
@@ -49,11 +54,13 @@ def add_arguments(p):
                         "tb/test_nvls.py (64 KiB memories), in rounds of one simulation each "
                         "(--fault-rate: also the share of ports given a bad access per step; "
                         "--traffic-rate does not apply)")
-    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    p.add_argument("--coverage-report", metavar="FILE",
+    p.add_argument("--json", type=json_file, nargs="?", const="-", default=None, metavar="FILE",
+                   help="the summary as one JSON object on standard output instead of the text, "
+                        "or, with FILE, into FILE")
+    p.add_argument("--coverage-report", type=out_file, metavar="FILE",
                    help="also write the functional coverage (every bin's hits, every hole, the "
                         "excluded bins with their reasons) to FILE as Markdown")
-    p.add_argument("--seeds", type=int, default=1, metavar="N",
+    p.add_argument("--seeds", type=integer(1), default=1, metavar="N",
                    help="run N independent soaks, seeds SEED to SEED+N-1, as points on the "
                         "executor below; one line per soak and a combined result (default: 1)")
     from . import executor
@@ -89,7 +96,6 @@ def replay_command(args):
 def write_coverage_report(summary, path, command):
     """Write the functional coverage of a soak ``summary`` (:func:`~scin.sim.soak.run_soak`'s) to
     ``path`` as Markdown, headed by the ``command`` that reproduces it and whether it passed."""
-    from pathlib import Path
     from ..sim.coverage import report_markdown
     verdict = "passed" if summary["passed"] else "FAILED"
     nvls = "nvls_coverage" in summary
@@ -105,7 +111,7 @@ def write_coverage_report(summary, path, command):
                                        note="The axes of sim/coverage.py's NVLS_AXES; the fault "
                                             "axis: whether a refused multicast access ran right "
                                             "before it on one of its ports.")
-    Path(path).write_text(text)
+    write_text(path, text)
 
 
 def soak_point(settings):
@@ -125,7 +131,8 @@ def run_seeds(args, settings):
     seeds = list(range(args.seed, args.seed + args.seeds))
     summaries, errors = {}, []
     progress = executor.Progress(len(seeds), "scin soak")
-    out = sys.stderr if args.json else sys.stdout   # --json: standard output holds the JSON only
+    quiet = args.json == "-"    # standard output holds the JSON only
+    out = sys.stderr if quiet else sys.stdout
     say = lambda text: progress.log(lambda t: print(t, file=out, flush=True), text)
 
     def done(index, point, summary):
@@ -144,12 +151,14 @@ def run_seeds(args, settings):
     executor.run_points(soak_point, [({**settings, "seed": s},) for s in seeds], args, done,
                         failed, label="soak", progress=progress)
     passed = all(s["passed"] for s in summaries.values())
-    if args.json:
-        print(json.dumps({"passed": passed and not errors, "seeds": seeds, "errors": errors,
-                          "runs": [summaries[s] for s in seeds if s in summaries]}))
+    if args.json is not None:
+        emit_json(args.json, json.dumps({"passed": passed and not errors, "seeds": seeds,
+                                         "errors": errors,
+                                         "runs": [summaries[s] for s in seeds
+                                                  if s in summaries]}))
     print(f"result: {'PASS' if passed and not errors else 'FAIL'} ({len(summaries)} of "
           f"{len(seeds)} soaks ran, {sum(s['passed'] for s in summaries.values())} passed)",
-          file=sys.stderr if args.json else sys.stdout)
+          file=out)
     if errors:
         raise CommandError(f"{len(errors)} soak(s) could not run (seeds "
                            f"{', '.join(map(str, errors))})")
@@ -163,8 +172,11 @@ def run(args):
     from ..sim.soak import SoakConfig, run_soak
     from . import executor
     executor.check_arguments(args)
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be at least 1, not {args.seeds}")
+    if args.max_size is not None:
+        try:
+            size(2)(args.max_size)
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(f"argument --max-size: {exc}") from None
     settings = dict(count=args.count, seed=args.seed, endpoints=args.endpoints, sim=args.sim,
                     fault_rate=args.fault_rate, traffic_rate=args.traffic_rate,
                     reorder=not args.in_order, groups=args.groups, nvls=args.nvls,
@@ -176,12 +188,14 @@ def run(args):
             raise ValueError("--coverage-report takes one soak: coverage of several seeds is "
                              "not merged (run each seed with it)")
         return run_seeds(args, settings)
-    log = (lambda *a: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
+    quiet = args.json == "-"
+    log = (lambda *a: None) if quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     summary = run_soak(cfg, log=log)
     if args.coverage_report:
         write_coverage_report(summary, args.coverage_report, replay_command(args))
-    if args.json:
-        print(json.dumps(summary))
+    if args.json is not None:
+        emit_json(args.json, json.dumps(summary))
+    if quiet:
         return 0 if summary["passed"] else 1
     mode = f"NVLS soak ({summary['rounds']} rounds)" if args.nvls else "SCIN soak"
     print(f"{mode}: {summary['count']} collectives, seed {summary['seed']}, "

@@ -396,9 +396,9 @@ def _label(e):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--count", "0"], "count must be an integer between 1 and 10000"),
-    (["--endpoints", "9"], "endpoints must be an integer between 2 and 8"),
-    (["--fault-rate", "2"], "fault_rate must be between 0 and 1"),
+    (["--count", "0"], "argument --count: must be an integer from 1 to 10000"),
+    (["--endpoints", "9"], "argument --endpoints: must be an integer from 2 to 8"),
+    (["--fault-rate", "2"], "argument --fault-rate: must be a number at least 0 and at most 1"),
     (["--endpoints", "3", "--groups", "halves"], "needs an even number of endpoints"),
     (["--count", "400", "--max-size", "256KiB"], "do not fit"),
 ])
