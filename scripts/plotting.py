@@ -54,10 +54,13 @@ def finish(fig, axes, path, *, title, kind, dpi=110, legend_columns=1):
     for ax in axes if isinstance(axes, (list, tuple)) else list(getattr(axes, "flat", [axes])):
         if not ax.get_xlabel() or not ax.get_ylabel():
             raise ValueError(f"every axes of {path} needs an x and a y label")
-        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+        for axis, scale, (lo, hi) in ((ax.xaxis, ax.get_xscale(), ax.get_xlim()),
+                                      (ax.yaxis, ax.get_yscale(), ax.get_ylim())):
             if scale == "log" and isinstance(axis.get_major_formatter(), ticker.LogFormatter):
                 axis.set_major_formatter(ticker.FuncFormatter(_plain))
-                axis.set_minor_formatter(ticker.NullFormatter())
+                # Under two decades a log axis has one or two major ticks: label the minor ones.
+                axis.set_minor_formatter(ticker.FuncFormatter(_plain) if hi < 100 * lo
+                                         else ticker.NullFormatter())
         ax.grid(True, which="major", alpha=0.3)
         if ax.get_legend_handles_labels()[1]:
             ax.legend(fontsize=7, ncol=legend_columns)
