@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 from ..hdl.paper import CLOCK_MHZ
+from .options import integer, json_file, out_dir, real
+from .outputs import emit_json
 
 
 __all__ = ["main", "add_arguments", "run", "build_board", "parse_nextpnr_report",
@@ -313,25 +315,28 @@ def add_arguments(parser):
                      "board or a tool failure. Details: docs/BOARDS.md.")
     parser.add_argument("--board", metavar="NAME", help="board to build (see the list below)")
     parser.add_argument("--list", action="store_true", help="list the boards and exit")
-    parser.add_argument("--out", metavar="DIR",
-                        help="build directory (default: .build/boards/NAME)")
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON object (board, out, top, times_s; Vivado boards: "
+    parser.add_argument("--out", type=out_dir, metavar="DIR",
+                        help="build folder (default: .build/boards/NAME)")
+    parser.add_argument("--json", type=json_file, nargs="?", const="-", default=None,
+                        metavar="FILE",
+                        help="one JSON object (board, out, top, times_s; Vivado boards: "
                              "part, clock_period_ns, files, blackboxes; open-toolchain boards: "
-                             "utilisation, fmax)")
+                             "utilisation, fmax) on standard output instead of the report, or, "
+                             "with FILE, into FILE")
     group = parser.add_argument_group("board options")
-    group.add_argument("--port", type=int, default=0, metavar="P",
+    group.add_argument("--port", type=integer(0), default=0, metavar="P",
                        help="vu13p-endpoint: the switch port the endpoint is cabled to "
                             "(default: 0)")
-    group.add_argument("--clock-mhz", type=float, metavar="MHZ",
+    group.add_argument("--clock-mhz", type=real(positive=True), metavar="MHZ",
                        help="open-toolchain boards: core clock, made by the PLL and used as the "
                             "timing constraint (ulx3s-85f default: 20)")
-    group.add_argument("--ports", type=int, metavar="N",
+    group.add_argument("--ports", type=integer(2, 16), metavar="N",
                        help="open-toolchain boards: switch ports of the reduced design (ulx3s-85f "
                             "default: 2; 4 builds, but takes about 30 minutes)")
     group.add_argument("--no-bitstream", action="store_true",
                        help="open-toolchain boards: stop after place and route")
-    group.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default: 1)")
+    group.add_argument("--seed", type=integer(0), default=1,
+                       help="nextpnr placement seed (default: 1)")
     group.add_argument("--timing-allow-fail", action="store_true",
                        help="exit 0 even if the post-route Fmax is below the constraint")
 
@@ -351,13 +356,13 @@ def run(args):
         report = build_board(args.board, args.out, port=args.port, ports=args.ports,
                              clock_mhz=args.clock_mhz,
                              bitstream=not args.no_bitstream, seed=args.seed,
-                             log=(lambda *a: None) if args.json else _say)
+                             log=(lambda *a: None) if args.json == "-" else _say)
     except (TypeError, YosysError) as exc:
         # A board parameter of the wrong type, or Yosys failing while Amaranth converts.
         raise CommandError(str(exc)) from None
-    if args.json:
-        print(json.dumps(report))
-    else:
+    if args.json is not None:
+        emit_json(args.json, json.dumps(report))
+    if args.json != "-":
         _print_report(report)
     if report["toolchain"] != "vivado" and not args.timing_allow_fail:
         failed = [c for c, f in report["fmax"].items() if not f["met"]]

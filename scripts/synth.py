@@ -159,12 +159,14 @@ def _read_stat(stat_path, top, target):
 def add_arguments(p):
     """The options of ``scin synth``."""
     from .export import fabric_arguments
+    from .options import json_file
     p.add_argument("--target", choices=("xcup", "ecp5", "ice40"), default="xcup",
                    help="xcup: AMD UltraScale+ (the prototype's XCVU13P); ecp5; ice40 "
                         "(default: xcup)")
-    p.add_argument("--json", action="store_true",
-                   help='print one JSON object: '
-                        '{"target", "modules": {name: {lut, ff, bram36, dsp}}, "total"}')
+    p.add_argument("--json", type=json_file, nargs="?", const="-", default=None, metavar="FILE",
+                   help='one JSON object {"target", "modules": {name: {lut, ff, bram36, dsp}}, '
+                        '"total"} on standard output instead of the table, or, with FILE, '
+                        'into FILE')
     p.add_argument("--block", action="append", metavar="NAME",
                    help="only this block (repeatable; default: every synthesizable block)")
     p.add_argument("--by-module", action="store_true",
@@ -178,14 +180,16 @@ def run(args):
     import sys
     import time
     from .export import fabric_params, select_blocks
+    from .outputs import emit_json
     from ..sim.runner import verilog_for
     params = fabric_params(args)
     blocks = select_blocks(args.block, synthesizable=True)
     if args.by_module and args.target != "xcup":
         raise ValueError(f"--by-module is for --target xcup, not {args.target}")
     results = {}
+    quiet = args.json == "-"
     for i, (name, (factory, _)) in enumerate(blocks.items()):
-        if not args.json:
+        if not quiet:
             print(f"[{i + 1}/{len(blocks)}] synthesizing {name} for {args.target}"
                   f"{' (not flattened)' if args.by_module else ''} ...",
                   file=sys.stderr, flush=True)
@@ -198,14 +202,14 @@ def run(args):
                     results[module] = resources
         else:
             results[name], _ = synthesize(path, name, args.target, workdir)
-        if not args.json:
+        if not quiet:
             print(f"      done in {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
     total = {key: sum(r[key] for r in results.values()) for key in ("lut", "ff", "bram36", "dsp")}
-    if args.json:
-        print(json.dumps({"target": args.target, "flit_width": params.flit_width,
-                          "ports": params.ports, "flattened": not args.by_module,
-                          "modules": results, "total": total}))
-    else:
+    if args.json is not None:
+        emit_json(args.json, json.dumps({"target": args.target, "flit_width": params.flit_width,
+                                         "ports": params.ports, "flattened": not args.by_module,
+                                         "modules": results, "total": total}))
+    if not quiet:
         how = ("each module's own cells, hierarchy kept" if args.by_module
                else "each block synthesized on its own, flattened")
         print(f"target {args.target}, {params.ports} ports, {params.flit_width}-bit flits "
