@@ -21,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
+from .options import integer, json_file, out_file, real
+from .outputs import emit_json
 
 
 __all__ = ["add_arguments", "run", "report_markdown", "score"]
@@ -28,26 +30,27 @@ __all__ = ["add_arguments", "run", "report_markdown", "score"]
 
 def add_arguments(p):
     """The options of ``scin mutate``."""
-    p.add_argument("--count", type=int, default=60, help="mutants to draw (default: 60)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the draw (default: 1)")
+    p.add_argument("--count", type=integer(1), default=60, help="mutants to draw (default: 60)")
+    p.add_argument("--seed", type=integer(0), default=1, help="seed of the draw (default: 1)")
     p.add_argument("--files", default=None,
                    help="comma-separated HDL files to mutate (default: every file with tests "
                         "listed in scripts/mutation.py's TARGETS)")
-    p.add_argument("--jobs", type=int, default=2, help="mutants run at once (default: 2)")
-    p.add_argument("--timeout", type=int, default=600,
+    p.add_argument("--jobs", type=integer(1), default=2, help="mutants run at once (default: 2)")
+    p.add_argument("--timeout", type=integer(1), default=600,
                    help="seconds a mutant's tests may take before it counts as a hang "
                         "(default: 600)")
-    p.add_argument("--min-score", type=float, default=0.9,
+    p.add_argument("--min-score", type=real(0, 1), default=0.9,
                    help="exit 1 below this share of mutants killed (default: 0.9)")
     p.add_argument("--list", action="store_true",
                    help="list the drawn mutants and every file's number of sites, run nothing")
-    p.add_argument("--json", metavar="FILE", default=None,
-                   help="write every outcome as JSON to FILE ('-': standard output)")
+    p.add_argument("--json", type=json_file, nargs="?", const="-", default=None, metavar="FILE",
+                   help="every outcome as JSON on standard output, or, with FILE, into FILE")
     p.add_argument("--from-json", metavar="FILE", default=None,
                    help="run nothing: report (and with --doc, write) the outcomes of an earlier "
                         "run's --json FILE, with today's triage")
-    p.add_argument("--doc", nargs="?", const=str(REPO_ROOT / "docs" / "VERIFICATION.md"),
-                   default=None, help="write the report into the 'mutation' section of this "
+    p.add_argument("--doc", type=out_file, nargs="?",
+                   const=REPO_ROOT / "docs" / "VERIFICATION.md", default=None, metavar="FILE",
+                   help="write the report into the 'mutation' section of this "
                                       "document (default when given: docs/VERIFICATION.md)")
 
 
@@ -194,11 +197,7 @@ def _report(args, mutation, ordered, seconds, commit):
                            "commit": commit, "noticed": noticed, "ran": ran,
                            "seconds": round(seconds, 1),
                            "mutants": [o.as_dict() for o in ordered]}, indent=1)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as out:
-                out.write(text + "\n")
+        emit_json(args.json, text)
     if args.doc:
         rewrite_section(args.doc, "mutation", report_markdown(ordered, args, seconds,
                                                               mutation.TRIAGE, commit),

@@ -16,6 +16,8 @@ import time
 
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
+from .options import integer, json_file, out_file
+from .outputs import emit_json
 
 
 __all__ = ["add_arguments", "run", "property_rows", "times_markdown"]
@@ -27,16 +29,16 @@ def add_arguments(p):
                    help="property sets or checks to run (a set's name runs its proof, covers and "
                         "broken variants; `SET:cover`, `SET:VARIANT` one check); default: all")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
-    p.add_argument("--jobs", type=int, default=2, help="solver runs at once (default: 2)")
+    p.add_argument("--jobs", type=integer(1), default=2, help="solver runs at once (default: 2)")
     p.add_argument("--fresh", action="store_true",
                    help="solve again, ignoring results cached in .build/formal/")
-    p.add_argument("--doc", nargs="?", const=str(REPO_ROOT / "docs" / "VERIFICATION.md"),
-                   default=None, metavar="FILE",
+    p.add_argument("--doc", type=out_file, nargs="?",
+                   const=REPO_ROOT / "docs" / "VERIFICATION.md", default=None, metavar="FILE",
                    help="write the checks' results and seconds into the 'prove-times' section "
                         "of FILE (default when given: docs/VERIFICATION.md)")
-    p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
-                   help="write every result as JSON to FILE (no FILE: standard output, and no "
-                        "table)")
+    p.add_argument("--json", type=json_file, nargs="?", const="-", default=None, metavar="FILE",
+                   help="every result as JSON on standard output instead of the table, or, "
+                        "with FILE, into FILE")
 
 
 def _properties(check, cache={}):
@@ -112,8 +114,6 @@ def times_markdown(results, selected, args, wall):
 def run(args):
     """``scin prove``: run the selected checks and report."""
     from ..sim.formal import prover
-    if args.jobs < 1:
-        raise ValueError(f"--jobs must be at least 1, not {args.jobs}")
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else []
     selected = prover.select(names)
     if args.list:
@@ -143,11 +143,7 @@ def run(args):
     if args.json:
         text = json.dumps({"checks": [prover.result_dict(r) for r in results],
                            "passed": not bad, "seconds": round(wall, 1)}, indent=1)
-        if quiet:
-            print(text)
-        else:
-            with open(args.json, "w") as out:
-                out.write(text + "\n")
+        emit_json(args.json, text)
     if args.doc:
         rewrite_section(args.doc, "prove-times", times_markdown(results, selected, args, wall),
                         title="Verification")
