@@ -21,16 +21,20 @@ import dataclasses
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from ..hdl.paper import CLOCK_MHZ, LinkModel
 from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, ROOTED_OPS
 from ..sim.models import PACKET_BYTES, nvls_cycles, ring_cycles
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
+from .options import add_out_doc, doc_folder, doc_target, integer
+from .outputs import replacing
 from .plotting import finish, pyplot, series_style
 
 SECTION, HOPS_SECTION = "bench", "op-hops"
+#: The tracked document and folder ``scin bench --doc`` writes.
+PERFORMANCE_DOC = REPO_ROOT / "docs" / "PERFORMANCE.md"
+BENCH_FOLDER = REPO_ROOT / "docs" / "bench"
 SIZES = ["64B", "256B", "1KiB", "4KiB", "16KiB", "64KiB", "256KiB", "1MiB"]
 LARGE_SIZES = ["4MiB", "16MiB"]
 PAPER_EFFICIENCY = 0.924
@@ -83,7 +87,7 @@ def plan(args):
             runs.append(dict(part="capacity", dtype="fp16", size=parse_size(args.waves_size),
                              endpoints=4, capacity=cap, outstanding=min(args.default_waves, slots)))
     if "endpoints" in args.parts:
-        for n in _ints(args.endpoint_counts):
+        for n in _ints(args.endpoints):
             for size in sizes:
                 runs.append(dict(part="endpoints", dtype="fp16", size=size, endpoints=n, **base))
     if "op" in args.parts:
@@ -270,7 +274,7 @@ def case_name(row):
 
 def write_csv(rows, path):
     fields = CSV_FIELDS + sorted({k for r in rows for k in r} - set(CSV_FIELDS))
-    with open(path, "w", newline="") as f:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
@@ -529,7 +533,7 @@ def add_arguments(p):
                    help="table capacity of the waves sweep (default: %(default)s)")
     p.add_argument("--capacities", default="16KiB,32KiB,64KiB,128KiB",
                    help="capacities to sweep (default: %(default)s)")
-    p.add_argument("--endpoint-counts", default="8",
+    p.add_argument("--endpoints", default="8", metavar="LIST",
                    help="endpoint counts of the endpoints sweep, fp16 (default: %(default)s; "
                         "4 endpoints are in the size sweep)")
     p.add_argument("--ops", default=",".join(OP_CASES),
@@ -553,12 +557,9 @@ def add_arguments(p):
     p.add_argument("--train-points", default=",".join(TRAIN_POINTS),
                    help="the trains sweep's points, each DTYPE:SIZE (default: %(default)s; "
                         "16 MiB takes a few minutes a run)")
-    p.add_argument("--seeds", type=int, default=1, help="seeds per point (default: %(default)s)")
-    p.add_argument("--out", default=str(REPO_ROOT / "docs" / "bench"),
-                   help="directory for bench.csv and the plots (default: docs/bench)")
-    p.add_argument("--doc", default=str(REPO_ROOT / "docs" / "PERFORMANCE.md"),
-                   help="document whose `bench` section is rewritten "
-                        "(default: docs/PERFORMANCE.md)")
+    p.add_argument("--seeds", type=integer(1), default=1,
+                   help="seeds per point (default: %(default)s)")
+    add_out_doc(p, "bench", BENCH_FOLDER, PERFORMANCE_DOC)
     p.add_argument("--merge", action="store_true",
                    help="keep the rows of the existing bench.csv that this run does not redo, so "
                         "parts can be run one at a time")
@@ -574,8 +575,6 @@ def run(args):
     bad = sorted(set(args.parts) - set(PARTS))
     if bad:
         raise ValueError(f"unknown part(s) {', '.join(bad)}; choose from {', '.join(PARTS)}")
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be at least 1, not {args.seeds}")
     from . import executor
     executor.check_arguments(args)
     runs = plan(args)
@@ -588,7 +587,8 @@ def run(args):
         for k, cfg in enumerate(hop_cfgs, 1):
             print(f"[hops {k}/{len(hop_cfgs)}] {case_name(vars(cfg))} {cfg.size} B, icarus, traced")
         return 0
-    out = Path(args.out)
+    out = doc_folder(args, "bench", BENCH_FOLDER)
+    doc = doc_target(args, "bench", PERFORMANCE_DOC)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
@@ -610,19 +610,19 @@ def run(args):
         print(f"kept {out / 'calibration.json'}: {exc}")
     plots = plot(rows, out, link)
     try:
-        out_rel = out.resolve().relative_to(Path(args.doc).resolve().parent).as_posix()
+        out_rel = out.resolve().relative_to(doc.resolve().parent).as_posix()
     except ValueError:
         out_rel = out.resolve().as_posix()
     text = section(rows, plots, args, time.monotonic() - started, link, out_rel)
-    rewrite_section(args.doc, SECTION, text)
-    print(f"wrote {out / 'bench.csv'}, {', '.join(plots)} and the bench section of {args.doc}")
+    rewrite_section(doc, SECTION, text)
+    print(f"wrote {out / 'bench.csv'}, {', '.join(plots)} and the bench section of {doc}")
     if hop_cfgs:
         try:
-            rewrite_section(args.doc, HOPS_SECTION, hop_section(
+            rewrite_section(doc, HOPS_SECTION, hop_section(
                 hop_cfgs, log=lambda line: print(line, flush=True)))
         except RuntimeError as exc:
             raise CommandError(str(exc), status=1) from None
-        print(f"wrote the {HOPS_SECTION} section of {args.doc}")
+        print(f"wrote the {HOPS_SECTION} section of {doc}")
     return 0
 
 

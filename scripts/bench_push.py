@@ -27,9 +27,14 @@ from ..hdl.paper import CLOCK_MHZ, FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY
 from ..sim.allreduce import CollectiveConfig, parse_size, run_allreduce
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
+from .options import add_out_doc, doc_folder, doc_target, integer
+from .outputs import replacing
 from .plotting import finish, pyplot, series_style
 
 SECTION = "bench-push"
+#: The tracked document and folder ``scin bench-push --doc`` writes.
+PERFORMANCE_DOC = REPO_ROOT / "docs" / "PERFORMANCE.md"
+BENCH_FOLDER = REPO_ROOT / "docs" / "bench"
 ENDPOINTS = "4,8"
 DTYPES = "fp16,int8"
 SIZES = "64B,256B,1KiB,4KiB,8KiB,16KiB,32KiB"
@@ -273,9 +278,7 @@ def section(rows, meta):
 
 
 def write_csv(rows, path):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         w.writeheader()
         for r in rows:
@@ -338,16 +341,13 @@ def add_arguments(p):
     p.add_argument("--push-capacity", default="32KiB",
                    help="the ISA's push space per participant, for both modes (default: "
                         "%(default)s)")
-    p.add_argument("--latency", type=int, default=ONE_WAY_LATENCY,
-                   help="one-way latency (default: %(default)s)")
-    p.add_argument("--mem-latency", type=int, default=MEM_LATENCY,
-                   help="memory latency (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=1, help="data seed (default: 1)")
-    p.add_argument("--out", default=str(REPO_ROOT / "docs" / "bench"),
-                   help="directory of push.csv and push_latency.png (default: docs/bench)")
-    p.add_argument("--doc", default=str(REPO_ROOT / "docs" / "PERFORMANCE.md"),
-                   help="document whose 'bench-push' section is rewritten (default: "
-                        "docs/PERFORMANCE.md)")
+    p.add_argument("--latency", type=integer(4), default=ONE_WAY_LATENCY,
+                   help="one-way latency in cycles, at least 4 (default: %(default)s)")
+    p.add_argument("--mem-latency", type=integer(3, 4096), default=MEM_LATENCY,
+                   help="memory latency in cycles, 3 to 4096 (default: %(default)s)")
+    p.add_argument("--seed", type=integer(0, 2**32 - 1), default=1,
+                   help="data seed (default: 1)")
+    add_out_doc(p, "bench-push", BENCH_FOLDER, PERFORMANCE_DOC)
     p.add_argument("--dry-run", action="store_true", help="list the points and exit")
     from . import executor
     executor.add_arguments(p, jobs_default=1, what="points")
@@ -358,6 +358,7 @@ def run(args):
     from . import executor
     executor.check_arguments(args)
     pts = points(args)
+    out = doc_folder(args, "bench-push", BENCH_FOLDER)
     if args.dry_run:
         for p in pts:
             print(f"N={p[0]} {p[1]:5s} {p[2]:>6d} B {p[3]}")
@@ -385,7 +386,7 @@ def run(args):
         err(f"{len(failures)} of {len(pts)} point(s) failed, nothing written")
         return 1
     elapsed = time.monotonic() - started
-    out, doc = Path(args.out), Path(args.doc)
+    doc = doc_target(args, "bench-push", PERFORMANCE_DOC)
     write_csv(rows, out / "push.csv")
     plot(rows, out / "push_latency.png")
     rel = lambda p: (p.resolve().relative_to(doc.resolve().parent)  # noqa: E731

