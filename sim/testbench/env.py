@@ -10,16 +10,17 @@ import os
 import random
 from pathlib import Path
 
-import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, RisingEdge, Timer
 from cocotb.types import Logic
+from cocotb.utils import get_sim_steps
 
 # The prototype's fabric clock period: re-exported for the benches that turn time into cycles.
 from ...hdl.paper import CLOCK_PERIOD_NS
 
 
-__all__ = ["CLOCK_PERIOD_NS", "tb_config", "tb_rng", "start", "read_int", "cocotb_module"]
+__all__ = ["CLOCK_PERIOD_NS", "tb_config", "tb_rng", "start", "wait_cycles", "read_int",
+           "cocotb_module"]
 
 #: The folder holding hdl/, sim/, tb/, ...: each is a subpackage of ``scin`` (pyproject.toml).
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -40,11 +41,35 @@ def tb_rng(dut, salt=""):
 
 async def start(dut, reset_cycles=4):
     """Start the prototype's fabric clock (:data:`~scin.hdl.paper.CLOCK_PERIOD_NS`) on ``clk`` and
-    hold ``rst`` for ``reset_cycles`` cycles."""
-    cocotb.start_soon(Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start())
+    hold ``rst`` for ``reset_cycles`` cycles.
+
+    The clock is cocotb's GPI clock (toggled in C by the simulator interface): the Python clock
+    runs two Python callbacks per cycle, which a long simulation spends most of its time in."""
+    Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns", impl="gpi").start()
     dut.rst.value = 1
+    # Edge by edge: the clock's first rising edge, at time 0, counts as the first of the reset.
     await ClockCycles(dut.clk, reset_cycles)
     dut.rst.value = 0
+    await RisingEdge(dut.clk)
+
+
+async def wait_cycles(dut, n):
+    """Wait for the ``n``-th rising edge of ``dut.clk`` from now (none for ``n`` = 0), like
+    ``ClockCycles(dut.clk, n)`` but with one timer and one edge instead of a Python callback per
+    edge. The clock must be the one :func:`start` runs (high in the first half of each period).
+
+    The timer ends half a period away from any rising edge, so the edge awaited after it is the
+    ``n``-th whatever order the simulator runs callbacks of one time step in: called while ``clk``
+    is high (from the rising edge to the falling one), it ends ``n - 1`` periods and a half later;
+    called while ``clk`` is low, ``n - 1`` periods later."""
+    if n < 0:
+        raise ValueError(f"wait_cycles: n must be at least 0, not {n}")
+    if n == 0:
+        return
+    period = get_sim_steps(CLOCK_PERIOD_NS, "ns")
+    steps = (n - 1) * period + (period // 2 if int(dut.clk.value) else 0)
+    if steps:
+        await Timer(steps, unit="step")
     await RisingEdge(dut.clk)
 
 

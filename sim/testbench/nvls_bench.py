@@ -12,14 +12,13 @@ import json
 from pathlib import Path
 
 import cocotb
-from cocotb.triggers import ClockCycles
 
 from scin.hdl.codec import unpack
 from scin.hdl.endpoint.accelerator import EventKind, event_layout
 from scin.hdl.nvls.params import nvls_counters_layout
 
 from ..system_config import SystemConfig
-from .env import tb_config, start, read_int
+from .env import tb_config, start, read_int, wait_cycles
 from .isa_program import load_program
 from .system_env import accelerator_streams, counters, switch_errors
 from .streams import StreamSource
@@ -48,7 +47,7 @@ async def nvls_program(dut):
     step = 32
     budget = plan["timeout_cycles"]
     for cycle in range(0, budget, step):
-        await ClockCycles(dut.clk, step)
+        await wait_cycles(dut, step)
         for i in range(n):
             while events[i].items:
                 ev = unpack(el, events[i].items.pop(0))
@@ -62,7 +61,7 @@ async def nvls_program(dut):
         raise AssertionError(f"only {done} of the expected events {expect} after {budget} cycles; "
                              f"NVLS counters {nvls_counters(dut)}")
     # Let stray responses settle so the counters are final.
-    await ClockCycles(dut.clk, 4 * params.one_way_latency)
+    await wait_cycles(dut, 4 * params.one_way_latency)
     (Path(plan["run_dir"]) / "events.json").write_text(json.dumps({
         "events": got, "nvls_counters": nvls_counters(dut), "counters": counters(dut),
         "switch_errors": switch_errors(dut, n)}, indent=1))

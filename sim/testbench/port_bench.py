@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 
 import cocotb
-from cocotb.triggers import ClockCycles
 
-from .env import start, tb_config, read_int
+from .env import start, tb_config, read_int, wait_cycles
 
 
 @cocotb.test()
@@ -20,11 +19,11 @@ async def bench_port(dut):
     cfg = tb_config()
     await start(dut)
     dut.enable.value = 1
-    await ClockCycles(dut.clk, cfg["warmup"])
+    await wait_cycles(dut, cfg["warmup"])
     windows = []
     for _ in range(cfg["runs"]):
         c0, i0, k0 = read_int(dut.cycles), read_int(dut.isa_flits), read_int(dut.core_flits)
-        await ClockCycles(dut.clk, cfg["window"])
+        await wait_cycles(dut, cfg["window"])
         c1, i1, k1 = read_int(dut.cycles), read_int(dut.isa_flits), read_int(dut.core_flits)
         windows.append({"cycles": c1 - c0, "isa": i1 - i0, "core": k1 - k0})
     assert read_int(dut.errors) == 0, "transport error or dropped packet during the benchmark"

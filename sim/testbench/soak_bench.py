@@ -17,7 +17,6 @@ to ``progress.json``, so a hang names the collectives it stopped at.
 import json
 
 import cocotb
-from cocotb.triggers import ClockCycles
 from cocotb.utils import get_sim_time
 
 from scin.hdl.codec import pack, unpack
@@ -25,7 +24,7 @@ from scin.hdl.endpoint.accelerator import (AccOp, EventKind, command_layout, com
                                            event_layout)
 
 from ..push_program import push_commands
-from .env import CLOCK_PERIOD_NS
+from .env import CLOCK_PERIOD_NS, wait_cycles
 from .isa_program import load_program
 from .system_env import start_system, counters, switch_errors
 
@@ -70,7 +69,7 @@ async def soak(dut):
             k, desc = c["k"], c["desc"]
             stall = c["stalls"][str(i)]     # JSON keys are strings
             if stall:
-                await ClockCycles(dut.clk, stall)
+                await wait_cycles(dut, stall)
             if c.get("pushed"):
                 cmds[i].send(*(pack(cl, cmd) for cmd in push_commands(sp.isa, desc, i,
                                                                        k % tag_mask)))
@@ -88,7 +87,7 @@ async def soak(dut):
                               generation=c["generation"], tag=k % tag_mask))
             waited = 0
             while i not in flags.get(k % tag_mask, {}):
-                await ClockCycles(dut.clk, STEP)
+                await wait_cycles(dut, STEP)
                 drain(i)
                 waited += STEP
                 if waited > budget:
@@ -117,7 +116,7 @@ async def soak(dut):
         done_before += len(batch)
         waited = 0
         while counters(dut)["collectives"] < done_before:
-            await ClockCycles(dut.clk, STEP)
+            await wait_cycles(dut, STEP)
             waited += STEP
             if waited > budget:
                 raise AssertionError(f"batch {b}: {counters(dut)['collectives']} of {done_before} "
@@ -129,14 +128,14 @@ async def soak(dut):
     # Every ordinary write must be acknowledged before the memories are dumped.
     waited = 0
     while any(writes_done[i] < writes_sent[i] for i in range(n)):
-        await ClockCycles(dut.clk, STEP)
+        await wait_cycles(dut, STEP)
         for i in range(n):
             drain(i)
         waited += STEP
         if waited > budget:
             raise AssertionError(f"ordinary writes unacknowledged after {budget} cycles: sent "
                                  f"{writes_sent}, acknowledged {writes_done}")
-    await ClockCycles(dut.clk, 4 * sp.one_way_latency)
+    await wait_cycles(dut, 4 * sp.one_way_latency)
     (run_dir / "soak.json").write_text(json.dumps({
         "flags": {str(k[1]): v for k, v in flags.items() if isinstance(k, tuple)},
         "cycles": int(get_sim_time("ns") // CLOCK_PERIOD_NS),
