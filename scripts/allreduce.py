@@ -10,7 +10,8 @@ import json
 import sys
 
 from ..hdl.paper import CLOCK_MHZ, CLOCK_PERIOD_NS, MEM_LATENCY, ONE_WAY_LATENCY
-from .options import integer, json_file, out_dir, size
+from ..sim.waves import VIEWER
+from .options import integer, json_file, out_dir, size, wave_window
 from .outputs import write_text
 
 #: The ISA's slot: the wave table's and the push space's unit.
@@ -44,8 +45,13 @@ def add_arguments(p):
                         "run folder")
     p.add_argument("--keep", action="store_true",
                    help="keep the run folder under .build/runs/ (a passing run's is removed)")
-    p.add_argument("--waves", action="store_true",
-                   help="record a waveform in the run folder (kept) and print its path")
+    p.add_argument("--waves", nargs="?", const="0:", default=None, type=wave_window,
+                   metavar="START:END",
+                   help="record a waveform of the whole system (FST on Icarus, VCD on Verilator) "
+                        "in the run folder, kept, and print its path and the command that opens "
+                        "it; START:END limits it to those cycles from time 0 (END excluded; "
+                        "START: to the end), which keeps a long run's trace small. On Verilator "
+                        "the first recording of a configuration builds a traced model")
     p.add_argument("--trace", action="store_true",
                    help="break the latency down hop by hop against the latency model's floor "
                         "(Icarus; fp16/bf16 buffers of at most 4KiB per rank; any op)")
@@ -213,7 +219,8 @@ def run(args):
         floor = sum(h["floor"] for h in report["hops"])
         print(f"            {'total':20s} {total:6d} {floor:6d} {total - floor:5d}")
     if report.get("waveform"):
-        print(f"waveform    {report['waveform']}")
+        print(f"waveform    {report['waveform']} ({args.waves.describe()}; open it with "
+              f"`{VIEWER} {report['waveform']}`)")
     if args.save:
         print(f"saved       {args.save}/ep*_in.npy, ep*_out.npy, report.json")
     cps = report.get("sim_cycles_per_second")

@@ -46,6 +46,15 @@ def _fail(text, allowed):
     raise argparse.ArgumentTypeError(f"{allowed}, not {text!r}")
 
 
+def wave_window(text):
+    """The type of ``--waves``: ``START:END`` cycles as a :class:`~scin.sim.waves.Waves`."""
+    from ..sim.waves import parse_window
+    try:
+        return parse_window(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def integer(low=None, high=None):
     """The type of an integer option from ``low`` to ``high`` (either may be None: unbounded)."""
     if low is not None and high is not None:

@@ -36,6 +36,7 @@ from pathlib import Path
 from .toolchain import (BUILD_ROOT, REPO_ROOT, VERILATOR_MAKE_VARS, file_lock as _locked,
                         have_icarus, setup_environment)
 from . import hdl_coverage, progress
+from .waves import recording
 
 
 __all__ = ["SIMULATORS", "SimulationError", "verilog_for", "verilog_key", "run_cocotb",
@@ -429,7 +430,9 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
     ``config`` (JSON-serialisable) reaches the testbench as the ``SCIN_TB_CONFIG`` environment
     variable; read it with :func:`scin.sim.testbench.env.tb_config`. With ``quiet`` the
     simulator's log goes to ``sim.log`` in the test directory instead of standard output.
-    ``plusargs`` go to the simulator (e.g. the file backdoor of ``scin_sim_ram``). ``log`` (a
+    ``plusargs`` go to the simulator (e.g. the file backdoor of ``scin_sim_ram``). ``waves``
+    (True, or a :class:`~scin.sim.waves.Waves` window) records a waveform in the test directory
+    (FST on Icarus, VCD on Verilator; :mod:`scin.sim.waves`). ``log`` (a
     callable taking a line, or None) is told whether the model is cached or built, how the build
     goes, and every few seconds how far the simulation is (the cycle a bench notes with
     :func:`scin.sim.progress.note_cycles`). Returns the path of the results file.
@@ -451,19 +454,21 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
         raise RuntimeError("Icarus Verilog (iverilog, vvp) is not installed; "
                            "install it (Debian: apt-get install iverilog) or use --sim verilator")
     setup_environment()
-    runner = _lean_verilator() if sim == "verilator" else get_runner(sim)
-    build_dir = build_model(runner, sim, top, simulation_sources(verilog_path, top),
-                            build_flags(sim), waves, log)
     if test_dir is None:
         (BUILD_ROOT / "runs").mkdir(parents=True, exist_ok=True)
         test_dir = tempfile.mkdtemp(dir=BUILD_ROOT / "runs", prefix=f"{top}-{sim}-")
     test_dir = Path(test_dir)
+    rec = recording(sim, top, waves, test_dir)
+    runner = _lean_verilator() if sim == "verilator" else get_runner(sim)
+    build_dir = build_model(runner, sim, top,
+                            simulation_sources(verilog_path, top) + list(rec.sources),
+                            build_flags(sim) + list(rec.flags), rec.build_waves, log)
+    if rec.path is not None and log:
+        log(f"recording {waves.describe() if waves is not True else 'every cycle'} "
+            f"into {rec.path}")
     env = dict(extra_env or {})
     env["SCIN_TB_CONFIG"] = json.dumps(config or {})
-    # Icarus would write its waveform into the shared build directory; put it beside the run.
-    plusargs = list(plusargs)
-    if waves and sim == "icarus":
-        plusargs.append(f"+dumpfile_path={test_dir / (top + '.fst')}")
+    plusargs = list(plusargs) + list(rec.plusargs)
     coverage_data = None
     if sim == "verilator" and hdl_coverage.enabled():
         # Each run's counts in a file of its own under .build/coverage/, for `scin coverage`,
@@ -475,11 +480,11 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
         # The language is given: a runner whose build was skipped cannot guess it from its sources.
         watch = progress.Watch(log, f"simulating {top} on {sim}", progress.run_status(test_dir),
                                every=5.0)
-        with watch:
+        with watch, rec.context:
             results = runner.test(test_module=test_module, hdl_toplevel=top,
                                   hdl_toplevel_lang="verilog", testcase=testcase, seed=seed,
-                                  extra_env=env, waves=waves, plusargs=plusargs,
-                                  build_dir=build_dir,
+                                  extra_env=env, waves=rec.test_waves, plusargs=plusargs,
+                                  test_args=list(rec.test_args), build_dir=build_dir,
                                   test_dir=test_dir, results_xml=str(test_dir / "results.xml"),
                                   timescale=TIMESCALE,
                                   log_file=test_dir / "sim.log" if quiet else None)
