@@ -45,6 +45,9 @@ def add_arguments(p):
                         "run folder")
     p.add_argument("--keep", action="store_true",
                    help="keep the run folder under .build/runs/ (a passing run's is removed)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on standard error (whether the model is cached or built, "
+                        "the build's progress, the simulation's cycle and rate every 5 s)")
     p.add_argument("--waves", nargs="?", const="0:", default=None, type=wave_window,
                    metavar="START:END",
                    help="record a waveform of the whole system (FST on Icarus, VCD on Verilator) "
@@ -169,7 +172,7 @@ def run(args):
     cfg = config(args)
     op = cfg.op
     to_stdout = args.json == "-"
-    log = ((lambda *a, **k: None) if to_stdout
+    log = (None if to_stdout or args.quiet
            else (lambda msg: print(msg, file=sys.stderr, flush=True)))
     report = run_allreduce(cfg, save=args.save, waves=args.waves, log=log)
     ok = report["match"] and report["status"] == report["expected_status"]
