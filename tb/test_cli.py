@@ -1,9 +1,12 @@
-"""The `scin` command: help, parameter errors, Verilog export, synthesis JSON."""
+"""The `scin` command: help, parameter errors, outputs, run folders, Verilog export, synthesis
+JSON."""
 
 import json
+import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -411,3 +414,71 @@ def test_bench_reads_a_csv_from_before_the_op_axis_as_allreduce_rows(tmp_path):
     merged = merge_rows(old, new)
     # The size row is redone by the new size row; the op row is a row of its own.
     assert [(r["part"], r["cycles"]) for r in merged] == [("size", 441), ("op", 442)]
+
+
+def test_an_output_is_replaced_whole_or_not_at_all(tmp_path):
+    """``replacing``: a failure while writing leaves the previous file and no temporary file."""
+    from scin.scripts.outputs import replacing, write_text
+    target = tmp_path / "t.csv"
+    write_text(target, "old\n")
+    with pytest.raises(RuntimeError):
+        with replacing(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("interrupted")
+    assert target.read_text() == "old\n" and os.listdir(tmp_path) == ["t.csv"]
+    write_text(target, "new\n")
+    assert target.read_text() == "new\n" and os.listdir(tmp_path) == ["t.csv"]
+
+
+def test_old_run_folders_are_pruned_to_the_newest(tmp_path):
+    """``prune_runs``: the newest ``keep`` folders stay, and so does any changed recently."""
+    from scin.sim.system_run import prune_runs
+    now = time.time()
+    for k in range(5):
+        (tmp_path / f"run{k}").mkdir()
+        os.utime(tmp_path / f"run{k}", (now - 7200 + k, now - 7200 + k))
+    removed = prune_runs(keep=2, min_age=3600, root=tmp_path)
+    assert sorted(p.name for p in removed) == ["run0", "run1", "run2"]
+    assert sorted(os.listdir(tmp_path)) == ["run3", "run4"]
+    (tmp_path / "fresh").mkdir()
+    assert sorted(p.name for p in prune_runs(keep=0, min_age=3600, root=tmp_path)) == \
+        ["run3", "run4"]
+    assert os.listdir(tmp_path) == ["fresh"]
+
+
+def test_a_passing_run_folder_is_removed_unless_kept(tmp_path, monkeypatch, capsys):
+    """`scin allreduce` removes a passing run's folder; `--keep` keeps it (the simulation is
+    replaced by a report naming a folder of a stand-in runs root)."""
+    import scin.sim.allreduce as sim_allreduce
+    from scin.sim import system_run
+    monkeypatch.setattr(system_run, "RUNS_ROOT", tmp_path)
+
+    def fake_run(cfg, save=None, waves=False, log=print):
+        run_dir = tmp_path / f"allreduce-{len(os.listdir(tmp_path))}"
+        run_dir.mkdir()
+        return {"match": True, "status": 0, "expected_status": 0, "run_dir": str(run_dir)}
+    monkeypatch.setattr(sim_allreduce, "run_allreduce", fake_run)
+    assert main(["allreduce", "--json"]) == 0
+    assert os.listdir(tmp_path) == []
+    assert main(["allreduce", "--json", "--keep"]) == 0
+    assert os.listdir(tmp_path) == ["allreduce-0"]
+
+
+def test_clean_removes_runs_and_outputs_and_keeps_the_models(tmp_path):
+    """`scin clean` on a stand-in build folder: runs/ and out/ go, every model folder stays."""
+    build, out = tmp_path / ".build", tmp_path / "out"
+    for folder in ("runs/allreduce-1", "verilator/system-1", "icarus/system-1", "verilog",
+                   "synth/x"):
+        (build / folder).mkdir(parents=True)
+        (build / folder / "file").write_text("x" * 100)
+    (out / "bench").mkdir(parents=True)
+    (out / "bench" / "bench.csv").write_text("a\n")
+    env = {**os.environ, "SCIN_BUILD_DIR": str(build), "SCIN_OUT_DIR": str(out)}
+    scin = [sys.executable, "-m", "scin.scripts.cli"]
+    dry = subprocess.run([*scin, "clean", "--dry-run"], env=env, capture_output=True, text=True)
+    assert dry.returncode == 0 and "would remove" in dry.stdout and (build / "runs").exists()
+    done = subprocess.run([*scin, "clean"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert not (build / "runs").exists() and not out.exists()
+    assert sorted(os.listdir(build)) == ["icarus", "synth", "verilator", "verilog"]
+    assert (build / "verilator" / "system-1" / "file").exists()
