@@ -11,10 +11,9 @@ synthetic tree in ``tmp_path``.
 """
 
 import re
-from pathlib import Path
 
+from scin.sim.toolchain import REPO_ROOT as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
