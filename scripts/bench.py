@@ -182,9 +182,9 @@ def link_limit(link):
 
 def read_csv(path):
     """The rows of an existing ``bench.csv``, with numbers as numbers (rows from before the op
-    axis are All-Reduces): :func:`scin.sim.system_model.read_bench_csv`, which the calibration
+    axis are All-Reduces): :func:`scin.sim.bench_csv.read_bench_csv`, which the calibration
     reads them with too."""
-    from ..sim.system_model import read_bench_csv
+    from ..sim.bench_csv import read_bench_csv
     return read_bench_csv(path)
 
 
@@ -602,7 +602,7 @@ def run(args):
     write_csv(rows, out / "bench.csv")
     # The system model's calibration (docs/SCALE.md, `scin study`) is fitted to what was just
     # measured; a sweep without the points it needs keeps the old one and says why.
-    from ..sim.system_model import write_calibration
+    from ..sim.calibration import write_calibration
     try:
         write_calibration(out / "bench.csv", out / "calibration.json")
         print(f"wrote {out / 'calibration.json'} (scin study: the system model)")

@@ -1,7 +1,7 @@
 """``scin study``: the calibrated system model at NVLink-class scale and in LLM inference.
 
 Reads the calibration (``docs/bench/calibration.json``, fitted from ``docs/bench/bench.csv`` and
-``docs/bench/compare.csv`` by :func:`scin.sim.system_model.write_calibration`; ``--calibrate``
+``docs/bench/compare.csv`` by :func:`scin.sim.calibration.write_calibration`; ``--calibrate``
 fits it again first) and writes the ``scale`` section of ``docs/SCALE.md`` (between its markers;
 the file is created if missing): the validation of the model against every RTL point of both
 CSVs (SCIN from ``scin bench``; SCIN, NVLS and ring from ``scin compare``), the parameters and
@@ -18,15 +18,18 @@ from pathlib import Path
 
 from ..hdl.paper import FLIT_BYTES, MEM_LATENCY
 from ..sim import llm
-from ..sim.system_model import (CALIBRATION_PATH, COMPARE_PATH, PUSH_PATH, read_push_csv,
-                                packet_flits, Fabric, NVLINK_HOP_S,
-                                NVLINK_MEM_S, NVLINK_ISA_HZ, NVLINK_ATOMIC_S, NVLS_PACKET_BYTES,
-                                NVLS_WINDOW, NVLS_BARRIER_OWN, NVLS_ISSUE_CYCLES,
-                                NVLS_REQUEST_CYCLES, NVLS_SEQUENCER_CYCLES, RING_SLICES,
-                                collective_time, scin_time, nvls_time, nvlink_fabric,
-                                load_calibration, write_calibration, read_bench_csv, validate,
-                                read_compare_csv, validate_compare, protocol_ceiling,
-                                nvls_ceiling, bus_bandwidth, rtl_fabric)
+from ..sim.bench_csv import read_bench_csv, read_compare_csv, read_push_csv
+from ..sim.calibration import validate, write_calibration
+from ..sim.closed_forms import collective_time
+from ..sim.compare_fit import validate_compare
+from ..sim.fabric_model import (CALIBRATION_PATH, COMPARE_PATH, NVLINK_ATOMIC_S, NVLINK_HOP_S,
+                                NVLINK_ISA_HZ, NVLINK_MEM_S, PUSH_PATH, Fabric, bus_bandwidth,
+                                load_calibration, nvlink_fabric, packet_flits, rtl_fabric)
+from ..sim.nvls_model import (NVLS_BARRIER_OWN, NVLS_ISSUE_CYCLES, NVLS_PACKET_BYTES,
+                              NVLS_REQUEST_CYCLES, NVLS_SEQUENCER_CYCLES, NVLS_WINDOW,
+                              nvls_ceiling, nvls_time)
+from ..sim.ring_model import RING_SLICES
+from ..sim.scin_model import protocol_ceiling, scin_time
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
 from .options import add_out_doc, doc_folder, doc_target, real
@@ -306,7 +309,7 @@ def calibration_section(cal):
     ]
     return "\n".join([
         "## Calibration (`docs/bench/calibration.json`)", "",
-        f"Fitted by `scin.sim.system_model.write_calibration` from `{cal.source}` and, for "
+        f"Fitted by `scin.sim.calibration.write_calibration` from `{cal.source}` and, for "
         f"NVLS and the ring, `{cal.compare_source or '-'}` ({cal.compare_points} points, "
         "`fit_compare`: least squares of the relative differences over four own-cycle "
         "constants) (`scin study --calibrate`; the RTL benches call the same function). Cycles "
@@ -316,7 +319,7 @@ def calibration_section(cal):
 
 def forms_section():
     return "\n".join([
-        "## The closed forms (`scin.sim.system_model`)", "",
+        "## The closed forms (`scin.sim.scin_model`, `nvls_model`, `ring_model`)", "",
         "Hop `L` (one way, endpoint to switch), memory read `M`, ISA cycle `c`, flit time `t` on "
         "one plane's link, `P` payload flits per 4 KiB packet, `k` control flits per packet "
         "(1 today), `own`, `level` as calibrated; `S` is one plane's share of the per-rank "
@@ -899,7 +902,7 @@ def run(args):
         f"at commit{'s' if len(cal.compare_commits) > 1 else ''} "
         f"{', '.join(cal.compare_commits) or '-'} and `{cal.push_source or '-'}` at "
         f"{', '.join(cal.push_commits) or '-'}). Times are modelled unless the "
-        "validation table says *RTL*. The model is `scin.sim.system_model` (closed forms and "
+        "validation table says *RTL*. The model is `scin.sim.closed_forms` (closed forms and "
         "the calibration) and `scin.sim.llm` (the inference roofline).", "",
         "## What is calibrated and what is modelled", "",
         _table(["figure", "status", "from"], status, ["---", "---", "---"])]
