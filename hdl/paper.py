@@ -12,7 +12,8 @@ Sources:
   360 ns = 90 cycles (20 transport-layer cycles + 70 link/PHY cycles of Aurora).
 * The paper latency model this project measures every headline figure at: that 90-cycle one-way
   latency (the link model's delay plus the transport RTL's own) and an endpoint memory read
-  latency of 40 cycles (160 ns, DDR4-class behind an AXI interconnect) (docs/PERFORMANCE.md).
+  latency of 40 cycles (160 ns, DDR4-class behind an AXI interconnect) (docs/PROTOCOL.md, the paper
+  latency model).
 """
 
 from dataclasses import dataclass

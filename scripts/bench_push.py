@@ -10,7 +10,7 @@ model's), and writes:
 * ``docs/bench/push_latency.png``: latency against size, log-log, pull and push per dtype and N;
 * the section between the ``bench-push`` markers of ``docs/PERFORMANCE.md``: the command, commit
   and every parameter, the pull/push table, the crossover per (dtype, N), the AUTO threshold it
-  recommends (``IsaParams.push_threshold``) and issue 18's push targets.
+  recommends (``IsaParams.push_threshold``) and the push targets.
 
 Sizes are in the 16-bit form as everywhere (``scin allreduce --size``), so an INT8 run moves half
 the bytes (plus its block scales); the AUTO threshold compares each participant's actual input
@@ -42,7 +42,7 @@ MODES = ("pull", "push")
 #: The hardware every point shares (the paper's ISA configuration; the latency model's two figures
 #: are options).
 CAPACITY, OUTSTANDING, FLAG_MODE = 32768, 8, "ordered"
-#: Issue 18's targets for push mode: fp16 All-Reduce on 4 endpoints, size -> at most so many cycles.
+#: The targets for push mode: fp16 All-Reduce on 4 endpoints, size -> at most so many cycles.
 TARGETS = ((64, 260), (4096, 400), (16384, 800))
 CSV_FIELDS = ["endpoints", "dtype", "size", "push_bytes", "mode", "pushed", "cycles", "latency_us",
               "efficiency", "slots", "stall_data", "match", "status", "seed", "wall_s", "commit"]
@@ -179,7 +179,7 @@ def _size(b):
 
 
 def targets(rows):
-    """Issue 18's push targets: ``(size, limit, measured cycles or None, verdict)``."""
+    """The push targets: ``(size, limit, measured cycles or None, verdict)``."""
     push = {r["size"]: r["cycles"] for r in rows
             if (r["endpoints"], r["dtype"], r["mode"]) == (4, "fp16", "push")}
     out = []
@@ -268,7 +268,7 @@ def section(rows, meta):
             f"**AUTO threshold: {t} B per participant** (`push_threshold = {t}`): the largest "
             f"measured input below every point where pull was at least as fast as push ({worst}); "
             f"AUTO pushes inputs of at most that many bytes and pulls larger ones.")
-    lines += ["", "Issue 18's push targets (fp16 All-Reduce, N = 4, push mode):", "",
+    lines += ["", "Push targets (fp16 All-Reduce, N = 4, push mode):", "",
               "| target | measured | verdict |", "| --- | --- | --- |"]
     for size, limit, got, verdict in targets(rows):
         shown = "-" if got is None else f"{got} cycles = {got / CLOCK_MHZ:.2f} us"

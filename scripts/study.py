@@ -372,7 +372,7 @@ def forms_section():
         "(the accelerator's one local read port) and the All-Reduce's last reduction three "
         "(its sum also written to itself through the switch); GPUs at the link's rate.",
         "- Protocol ceiling (SCIN's efficiency bound): `P / (P + 1 + k)` = 128/130 = 0.985 "
-        "today, 128/129 = 0.992 with wave-level requests and acknowledgements (issue 18); INT8 "
+        "today, 128/129 = 0.992 with wave-level requests and acknowledgements; INT8 "
         "`2 P / slot8` = 256/136 = 1.882. NVLS's: `f / ((f + 2)(N + 1)/N)` = 0.753 at N = 4, "
         "0.837 at N = 8 (1 KiB packets of 32 B flits)."])
 
