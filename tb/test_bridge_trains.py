@@ -287,8 +287,8 @@ def test_splitter_cuts(params):
     READ_WAVEs (tags wrapping, ranges up to the top of the address space, bad ones), with output
     stalls, against the cut rule of docs/PROTOCOL.md; other packets pass through."""
     import random
-    from amaranth.sim import Simulator
     from scin.hdl.endpoint.read_train import ReadTrainSplitter
+    from scin.tb.stream_bench import run_bench
     rng = random.Random(f"splitter-{params}")
     fb, top = params.flit_bytes, 1 << params.addr_width
     dut = ReadTrainSplitter(params)
@@ -329,10 +329,7 @@ def test_splitter_cuts(params):
                     break
         ctx.set(dut.i.valid, 0)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    run_bench(dut, bench, period=1e-6)
     norm = lambda h: {k: int(getattr(v, "value", v)) for k, v in h.items()}
     want = [norm(params.unpack_header(params.pack_header(**w))) for w in want]
     assert got == want

@@ -7,12 +7,9 @@ stream contract (a payload holds while ``valid`` waits for ``ready``), and every
 against a Python model of the block or the codec of the layouts (``scin.hdl.codec``).
 """
 
-import logging
-import os
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from scin.hdl.codec import pack, unpack
 from scin.hdl.isa import (IsaParams, Op, DType, ReadKind, check_descriptor, descriptor_layout,
@@ -29,94 +26,12 @@ from scin.hdl.isa.wave_table import WaveTable
 from scin.hdl.isa.writeback import WriteBack, WriteTags
 from scin.hdl.packet import FabricParams, MsgClass, Opcode, Status
 from scin.sim.testbench.traffic import train_pieces
+from scin.tb.stream_bench import (Sink, Source, pauses, port_value, run_bench, seeded_rng,
+                                  step)
 
-
-log = logging.getLogger(__name__)
 
 #: Stimulus modes: every stream always valid / always ready, or with idle cycles and backpressure.
 MODES = ("eager", "random")
-
-
-def _rng(name, mode):
-    base = os.environ.get("SCIN_SEED") or str(random.randrange(1 << 32))
-    seed = f"{base}:{name}:{mode}"
-    log.info("random seed %r (replay with SCIN_SEED=%s)", seed, base)
-    print(f"random seed {seed!r} (replay with SCIN_SEED={base})")
-    return random.Random(seed)
-
-
-def _pauses(mode):
-    """``(idle, stall)``: how often a source idles and a sink stalls, per cycle."""
-    return (0.3, 0.3) if mode == "random" else (0, 0)
-
-
-def _run(dut, bench, clock=True):
-    sim = Simulator(dut)
-    if clock:
-        sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-
-
-def _value(v):
-    """The plain value behind a port (a View's bits, or the signal itself)."""
-    return v.as_value() if hasattr(v, "as_value") else v
-
-
-class Source:
-    """Drives a stream input: one payload (an integer) at a time, held until it is taken."""
-
-    def __init__(self, stream, rng=None, idle=0.0):
-        self.s, self.rng, self.idle = stream, rng, idle
-        self.queue, self.cur, self.sent = [], None, 0
-
-    def drive(self, ctx):
-        if self.cur is None and self.queue and not (self.idle and self.rng.random() < self.idle):
-            self.cur = self.queue.pop(0)
-        ctx.set(self.s.valid, self.cur is not None)
-        if self.cur is not None:
-            ctx.set(_value(self.s.payload), self.cur)
-
-    def sample(self, ctx):
-        """Before the tick: is the payload taken at it?"""
-        if self.cur is not None and ctx.get(self.s.ready):
-            self.taken, self.cur = self.cur, None
-            self.sent += 1
-            return True
-        return False
-
-    @property
-    def empty(self):
-        return self.cur is None and not self.queue
-
-    @property
-    def taken_last(self):
-        """The ``last`` bit of the packet flit taken last (packet streams only)."""
-        return bool(self.taken >> (len(self.s.payload.data)))
-
-
-class Sink:
-    """Takes a stream output with random backpressure and checks the stream contract."""
-
-    def __init__(self, stream, rng=None, stall=0.0):
-        self.s, self.rng, self.stall = stream, rng, stall
-        self.got, self.ready, self.waiting = [], True, None
-
-    def drive(self, ctx):
-        self.ready = not (self.stall and self.rng.random() < self.stall)
-        ctx.set(self.s.ready, self.ready)
-
-    def sample(self, ctx):
-        valid = ctx.get(self.s.valid)
-        payload = ctx.get(_value(self.s.payload))
-        if self.waiting is not None:
-            assert valid and payload == self.waiting, \
-                "a payload changed or left before it was taken"
-        self.waiting = None
-        if valid and self.ready:
-            self.got.append(payload)
-        elif valid:
-            self.waiting = payload
 
 
 def _flit(f, data, last):
@@ -148,20 +63,6 @@ def _packets(f, flits):
     return out
 
 
-async def _step(ctx, sources=(), sinks=(), probe=None):
-    """Drive the streams, call ``probe()`` (inputs set, before the edge), sample the handshakes,
-    tick; returns which sources were taken."""
-    for s in list(sources) + list(sinks):
-        s.drive(ctx)
-    if probe is not None:
-        probe()
-    taken = [s.sample(ctx) for s in sources]
-    for s in sinks:
-        s.sample(ctx)
-    await ctx.tick()
-    return taken
-
-
 def test_barrier_takes_a_header_every_cycle_while_acks_are_taken():
     """Arrivals back to back on one port, acknowledgements taken at once: the manager takes a
     header every cycle (an ack slot being drained in the same cycle counts as free). (`scin
@@ -178,23 +79,23 @@ def test_barrier_takes_a_header_every_cycle_while_acks_are_taken():
     async def bench(ctx):
         taken = []
         for _ in range(10):
-            taken += await _step(ctx, [src], acks)
+            taken += await step(ctx, [src], acks)
         first = taken.index(True)
         assert taken[first:first + 6] == [True] * 6, taken
         assert len(acks[0].got) == 6
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 # -- barrier manager ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", MODES)
 def test_barrier_completes_exactly_when_every_participant_arrived(mode):
-    rng = _rng("barrier", mode)
+    rng = seeded_rng("barrier", mode)
     p = IsaParams(sync_resources=5)             # not a power of two: resources 5-7 do not exist
     f = p.fabric
     dut = BarrierManager(p)
-    idle, stall = _pauses(mode)
+    idle, stall = pauses(mode)
     srcs = [Source(dut.req[i], rng, idle) for i in range(f.ports)]
     acks = [Sink(dut.ack[i], rng, stall) for i in range(f.ports)]
     sync, mask = 2, 0b1011
@@ -293,7 +194,7 @@ def test_barrier_completes_exactly_when_every_participant_arrived(mode):
                 assert (h["opcode"], h["msg_class"], h["inc"], h["src"], h["dst"]) == \
                     (Opcode.WRITE_RESP.value, MsgClass.WRESP.value, 1, i, i)
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 # -- table manager --------------------------------------------------------------------------------
@@ -301,7 +202,7 @@ def test_barrier_completes_exactly_when_every_participant_arrived(mode):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("waves", [1, 4, 8])
 def test_table_manager_hands_out_slots_in_ring_order_and_frees_whole_waves(mode, waves):
-    rng = _rng(f"tables{waves}", mode)
+    rng = seeded_rng(f"tables{waves}", mode)
     p = IsaParams(waves=waves)                   # 8 slots
     dut = TableManager(p)
 
@@ -339,7 +240,7 @@ def test_table_manager_hands_out_slots_in_ring_order_and_frees_whole_waves(mode,
             await ctx.tick()
         assert done > 10
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 # -- read issuer ----------------------------------------------------------------------------------
@@ -407,11 +308,11 @@ def test_read_issuer_walks_each_operation_segment_by_segment(mode, train, pairs)
     trains (``read_train = 4``), a READ_WAVE stands for the READs of its slots (each armed with
     the train's issue number); without stalls trains form (eager mode checks some do). With
     ``gather_pairs`` a paired AllGather's segments read two ranks, the higher ``C`` further on."""
-    rng = _rng("issuer", mode)
+    rng = seeded_rng("issuer", mode)
     p = IsaParams(read_train=train, gather_pairs=pairs)
     f = p.fabric
     dut = ReadIssuer(p)
-    idle, stall = _pauses(mode)
+    idle, stall = pauses(mode)
     alloc = Source(dut.alloc, rng, idle)
     jobs = Sink(dut.job, rng, stall)
     reqs = [Sink(dut.req[i], rng, stall) for i in range(f.ports)]
@@ -422,7 +323,7 @@ def test_read_issuer_walks_each_operation_segment_by_segment(mode, train, pairs)
     async def bench(ctx):
         arms, next_slot = [], 5
         for _, msg, _ in messages:
-            ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+            ctx.set(port_value(dut.run.msg), pack(message_layout(p), msg))
             ctx.set(dut.issue.start, 1)
             await ctx.tick()
             ctx.set(dut.issue.start, 0)
@@ -433,15 +334,15 @@ def test_read_issuer_walks_each_operation_segment_by_segment(mode, train, pairs)
                 def probe():
                     if ctx.get(dut.arm.valid):
                         arms.append(unpack(dut.arm.payload.shape(),
-                                           ctx.get(_value(dut.arm.payload))))
-                await _step(ctx, [alloc], [jobs] + reqs, probe)
+                                           ctx.get(port_value(dut.arm.payload))))
+                await step(ctx, [alloc], [jobs] + reqs, probe)
                 if not ctx.get(dut.issue.busy) and all(r.waiting is None for r in reqs):
                     break
             else:
                 raise AssertionError("the issuer never finished")
             alloc.queue.clear()
             for _ in range(8):                    # let the request queues drain
-                await _step(ctx, [], [jobs] + reqs)
+                await step(ctx, [], [jobs] + reqs)
         # Model: one job and one arm per segment, in order; reads to the segment's read set.
         issue, expect_jobs, expect_reqs = 0, [], [[] for _ in range(f.ports)]
         slots = [a["slot"] for a in arms]
@@ -509,7 +410,7 @@ def test_read_issuer_walks_each_operation_segment_by_segment(mode, train, pairs)
             assert (max(trains) > 1) == (train > 1)
             assert scale_trains == (train > 1)
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 @pytest.mark.parametrize("flush_after", [1, 3])
@@ -529,7 +430,7 @@ def test_read_issuer_stops_at_once_on_flush(flush_after):
     reqs = [Sink(dut.req[i]) for i in range(f.ports)]
 
     async def bench(ctx):
-        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        ctx.set(port_value(dut.run.msg), pack(message_layout(p), msg))
         ctx.set(dut.issue.start, 1)
         await ctx.tick()
         ctx.set(dut.issue.start, 0)
@@ -537,17 +438,17 @@ def test_read_issuer_stops_at_once_on_flush(flush_after):
         arms = 0
         for _ in range(200):
             armed = []
-            await _step(ctx, [alloc], [jobs] + reqs, lambda: armed.append(ctx.get(dut.arm.valid)))
+            await step(ctx, [alloc], [jobs] + reqs, lambda: armed.append(ctx.get(dut.arm.valid)))
             arms += armed[0]
             if arms == flush_after:
                 break
         assert arms == flush_after
         ctx.set(dut.run.flush, 1)
-        await _step(ctx, [alloc], [jobs] + reqs)
+        await step(ctx, [alloc], [jobs] + reqs)
         ctx.set(dut.run.flush, 0)
         for _ in range(30):
             assert not ctx.get(dut.arm.valid) and not ctx.get(dut.issue.busy)
-            await _step(ctx, [alloc], [jobs] + reqs)
+            await step(ctx, [alloc], [jobs] + reqs)
         for i in ranks(mask):
             kinds = [h["tag"] for h, _ in _packets(f, reqs[i].got)]
             kind_of = [unpack(read_tag_layout(p), t)["kind"] for t in kinds]
@@ -556,7 +457,7 @@ def test_read_issuer_stops_at_once_on_flush(flush_after):
             assert (len(data), len(scale)) == (flush_after, flush_after - 1), f"port {i}"
         assert len(jobs.got) == flush_after
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 def test_read_issuer_counts_each_cycle_without_a_free_slot_once():
@@ -571,7 +472,7 @@ def test_read_issuer_counts_each_cycle_without_a_free_slot_once():
         for i in range(p.fabric.ports):
             ctx.set(dut.req[i].ready, 1)
         ctx.set(dut.job.ready, 1)
-        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        ctx.set(port_value(dut.run.msg), pack(message_layout(p), msg))
         ctx.set(dut.issue.start, 1)
         await ctx.tick()
         ctx.set(dut.issue.start, 0)
@@ -584,7 +485,7 @@ def test_read_issuer_counts_each_cycle_without_a_free_slot_once():
         ctx.set(dut.alloc.valid, 0)
         assert ctx.get(dut.counters.stall_slot) == 7 and ctx.get(dut.counters.slots) == 1
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 def test_segments_cross_no_page_and_cover_each_shard_once():
@@ -614,11 +515,11 @@ def test_segments_cross_no_page_and_cover_each_shard_once():
 
 @pytest.mark.parametrize("mode", MODES)
 def test_wave_table_stores_expected_responses_and_drops_stale_tags(mode):
-    rng = _rng("wave_table", mode)
+    rng = seeded_rng("wave_table", mode)
     p = IsaParams()
     f = p.fabric
     dut = WaveTable(p)
-    idle, _ = _pauses(mode)
+    idle, _ = pauses(mode)
     srcs = [Source(dut.rdata[i], rng, idle) for i in range(f.ports)]
     slot, seq, mask = 2, 5, 0b0101
     data = {i: [rng.getrandbits(f.flit_width) for _ in range(3)] for i in range(f.ports)}
@@ -665,7 +566,7 @@ def test_wave_table_stores_expected_responses_and_drops_stale_tags(mode):
 
     async def bench(ctx):
         ctx.set(dut.rd.slot, slot)
-        ctx.set(_value(dut.arm.payload), pack(dut.arm.payload.shape(),
+        ctx.set(port_value(dut.arm.payload), pack(dut.arm.payload.shape(),
                                               dict(slot=slot, mask=mask, scales=1, seq=seq)))
         ctx.set(dut.arm.valid, 1)
         await ctx.tick()
@@ -709,7 +610,7 @@ def test_wave_table_stores_expected_responses_and_drops_stale_tags(mode):
         ctx.set(dut.run.clear_error, 0)
         assert not ctx.get(dut.status.error)
         # A flush disarms the slot: a response that was expected is now dropped.
-        ctx.set(_value(dut.arm.payload), pack(dut.arm.payload.shape(),
+        ctx.set(port_value(dut.arm.payload), pack(dut.arm.payload.shape(),
                                               dict(slot=slot, mask=0b0001, scales=0, seq=seq + 1)))
         ctx.set(dut.arm.valid, 1)
         await ctx.tick()
@@ -721,7 +622,7 @@ def test_wave_table_stores_expected_responses_and_drops_stale_tags(mode):
         assert await drain(ctx) == 0
         assert ctx.get(dut.counters.unknown_tags) == 7
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 
@@ -738,7 +639,7 @@ def test_wave_table_rearm_drops_the_rest_of_an_overlong_response():
     slot, seq = 1, 3
 
     async def arm(ctx, tag_seq):
-        ctx.set(_value(dut.arm.payload), pack(dut.arm.payload.shape(),
+        ctx.set(port_value(dut.arm.payload), pack(dut.arm.payload.shape(),
                                               dict(slot=slot, mask=0b0001, scales=0, seq=tag_seq)))
         ctx.set(dut.arm.valid, 1)
         await ctx.tick()
@@ -747,7 +648,7 @@ def test_wave_table_rearm_drops_the_rest_of_an_overlong_response():
     async def send(ctx, flits):
         for flit in flits:
             ctx.set(dut.rdata[0].valid, 1)
-            ctx.set(_value(dut.rdata[0].payload), flit)
+            ctx.set(port_value(dut.rdata[0].payload), flit)
             await ctx.tick()
         ctx.set(dut.rdata[0].valid, 0)
 
@@ -772,7 +673,7 @@ def test_wave_table_rearm_drops_the_rest_of_an_overlong_response():
         assert ctx.get(dut.rd.avail[0]) == sf
         assert ctx.get(dut.counters.unknown_tags) == 0
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 # -- feeder ---------------------------------------------------------------------------------------
@@ -784,11 +685,11 @@ def _pattern(slot, flit, port):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype", [DType.FP16, DType.INT8])
 def test_feeder_cuts_through_only_arrived_flits(mode, dtype):
-    rng = _rng(f"feeder{dtype.name}", mode)
+    rng = seeded_rng(f"feeder{dtype.name}", mode)
     p = IsaParams()
     f = p.fabric
     dut = Feeder(p)
-    idle, stall = _pauses(mode)
+    idle, stall = pauses(mode)
     jobs_in = Source(dut.job, rng, idle)
     wb_jobs = Sink(dut.wb_job, rng, stall)
     out = Sink(dut.dp, rng, stall)
@@ -870,7 +771,7 @@ def test_feeder_cuts_through_only_arrived_flits(mode, dtype):
                              scale=(sf * 16 + lane + one) & 0xFFFF)))
         assert flits == expect
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 def _feeder_all_arrived(ctx, dut, p):
@@ -899,7 +800,7 @@ def test_feeder_streams_slots_back_to_back():
         for _ in range(40):
             ctx.set(dut.job.valid, bool(queue))
             if queue:
-                ctx.set(_value(dut.job.payload), pack(job_layout(p), queue[0]))
+                ctx.set(port_value(dut.job.payload), pack(job_layout(p), queue[0]))
             taken = queue and ctx.get(dut.job.ready)
             valid.append(ctx.get(dut.dp.valid))
             await ctx.tick()
@@ -910,7 +811,7 @@ def test_feeder_streams_slots_back_to_back():
         assert valid[first:first + flits] == [1] * flits, valid
         assert not any(valid[first + flits:])
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 @pytest.mark.parametrize("when", ["idle", "last_flit"])
@@ -926,7 +827,7 @@ def test_feeder_takes_no_job_while_flushing(when):
 
     async def offer(ctx, payload):
         ctx.set(dut.job.valid, 1)
-        ctx.set(_value(dut.job.payload), pack(job_layout(p), payload))
+        ctx.set(port_value(dut.job.payload), pack(job_layout(p), payload))
 
     async def bench(ctx):
         _feeder_all_arrived(ctx, dut, p)
@@ -945,7 +846,7 @@ def test_feeder_takes_no_job_while_flushing(when):
         ctx.set(dut.run.flush, 0)
         assert ctx.get(dut.job.ready) and ctx.get(dut.wb_job.valid)
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 def test_feeder_offers_a_flit_without_waiting_for_ready():
@@ -962,14 +863,14 @@ def test_feeder_offers_a_flit_without_waiting_for_ready():
         _feeder_all_arrived(ctx, dut, p)
         ctx.set(dut.dp.ready, 0)
         ctx.set(dut.job.valid, 1)
-        ctx.set(_value(dut.job.payload), pack(job_layout(p), job))
+        ctx.set(port_value(dut.job.payload), pack(job_layout(p), job))
         await ctx.tick()
         ctx.set(dut.job.valid, 0)
         for _ in range(4):
             await ctx.tick()
         assert ctx.get(dut.dp.valid), "the feeder waits for dp.ready before offering a flit"
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 # -- write-back: write tags -----------------------------------------------------------------------
@@ -982,7 +883,7 @@ def test_write_tags_accept_only_current_responses():
 
     async def wresp(ctx, port, tag, opcode=Opcode.WRITE_RESP, status=Status.OK):
         ctx.set(dut.wresp[port].valid, 1)
-        ctx.set(_value(dut.wresp[port].payload),
+        ctx.set(port_value(dut.wresp[port].payload),
                 _flit(f, f.pack_header(opcode=opcode, msg_class=MsgClass.WRESP, inc=1,
                                        status=status, src=port, tag=tag), 1))
         assert ctx.get(dut.wresp[port].ready)
@@ -993,7 +894,7 @@ def test_write_tags_accept_only_current_responses():
 
     async def start(ctx):
         assert ctx.get(dut.free)
-        tag = ctx.get(_value(dut.tag))
+        tag = ctx.get(port_value(dut.tag))
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
@@ -1033,7 +934,7 @@ def test_write_tags_accept_only_current_responses():
         assert not await wresp(ctx, 1, tags[1])       # late: its entry was freed by the abort
         assert ctx.get(dut.counters.unknown_wresps) == 7
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 def test_write_tags_never_reuse_an_entry_a_port_outside_the_mask_still_owes():
@@ -1050,7 +951,7 @@ def test_write_tags_never_reuse_an_entry_a_port_outside_the_mask_still_owes():
         ctx.set(dut.start, start)
         if port is not None:
             ctx.set(dut.wresp[port].valid, 1)
-            ctx.set(_value(dut.wresp[port].payload),
+            ctx.set(port_value(dut.wresp[port].payload),
                     _flit(f, f.pack_header(opcode=Opcode.WRITE_RESP, msg_class=MsgClass.WRESP,
                                            inc=1, src=port, tag=tag), 1))
         progress = ctx.get(dut.progress)
@@ -1062,24 +963,24 @@ def test_write_tags_never_reuse_an_entry_a_port_outside_the_mask_still_owes():
 
     async def bench(ctx):
         ctx.set(dut.mask, 0b11)
-        tag0 = ctx.get(_value(dut.tag))
+        tag0 = ctx.get(port_value(dut.tag))
         await step(ctx, start=1)                        # write 0 to ports 0 and 1
         assert await step(ctx, port=0, tag=tag0)       # port 0 answers; port 1 still owes it
         ctx.set(dut.mask, 0b01)
         for n in range(1, 32):                          # writes 1..31 to port 0 alone
             assert ctx.get(dut.free)
-            tag = ctx.get(_value(dut.tag))
+            tag = ctx.get(port_value(dut.tag))
             await step(ctx, start=1)
             assert await step(ctx, port=0, tag=tag)
         # Entry 0 comes round again: port 1 still owes write 0, so it is not free.
-        assert ctx.get(_value(dut.tag)) == write_tag(p, 32)
+        assert ctx.get(port_value(dut.tag)) == write_tag(p, 32)
         assert not ctx.get(dut.free)
         assert await step(ctx, port=1, tag=tag0)       # accepted, not counted as unknown
         assert ctx.get(dut.free)
         assert ctx.get(dut.counters.unknown_wresps) == 0
         assert not ctx.get(dut.outstanding)
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -1090,11 +991,11 @@ def test_write_back_multicasts_results_scales_and_flags(mode, dtype, train):
     write trains (``write_train = 2``) only the last packet of every second slot and of the
     message's last slot is a WRITE (acknowledged, with a tag of the sequence); the rest are
     WRITE_POSTEDs, which take no tag."""
-    rng = _rng(f"writeback{dtype.name}", mode)
+    rng = seeded_rng(f"writeback{dtype.name}", mode)
     p = IsaParams(write_train=train)
     f = p.fabric
     dut = WriteBack(p)
-    idle, stall = _pauses(mode)
+    idle, stall = pauses(mode)
     msg = dict(dtype=dtype, mask=0b1101, bytes=0, src_addr=0, src_scale_addr=0,
                dst_addr=0x100000, dst_scale_addr=0x200000)
     # Each job writes its own set at its own offset (a ReduceScatter's phases), the last one to
@@ -1130,7 +1031,7 @@ def test_write_back_multicasts_results_scales_and_flags(mode, dtype, train):
     flag_word = pack(flag_request_layout(p)["word"].shape, flag["word"])
 
     async def bench(ctx):
-        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        ctx.set(port_value(dut.run.msg), pack(message_layout(p), msg))
         slot_done, msg_done = [], []
 
         def probe():
@@ -1139,12 +1040,12 @@ def test_write_back_multicasts_results_scales_and_flags(mode, dtype, train):
         for cycle in range(2000):
             if cycle == 5:
                 flag_src.queue.append(pack(flag_request_layout(p), flag))
-            await _step(ctx, [job_src, flag_src, dp], wr, probe)
+            await step(ctx, [job_src, flag_src, dp], wr, probe)
             if all(s.empty for s in (job_src, flag_src, dp)) and not ctx.get(dut.status.busy) \
                     and all(w.waiting is None for w in wr) and cycle > 10:
                 break
         for _ in range(8):
-            await _step(ctx, [], wr)
+            await step(ctx, [], wr)
         assert sum(slot_done) == len(jobs)                # one pulse per slot's last flit
         assert sum(msg_done) == 1 and msg_done.index(1) == len(slot_done) - 1 - \
             slot_done[::-1].index(1)                      # ... and one on the last slot's
@@ -1177,7 +1078,7 @@ def test_write_back_multicasts_results_scales_and_flags(mode, dtype, train):
         assert set(every) <= {write_tag(p, n) for n in range(total)}
         assert len(every) == total - unseen
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 @pytest.mark.parametrize("delay", [0, 1, 2])
@@ -1197,22 +1098,22 @@ def test_write_back_sends_only_whole_packets_across_a_flush(delay):
     wr = [Sink(dut.wr[i]) for i in range(f.ports)]
 
     async def bench(ctx):
-        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        ctx.set(port_value(dut.run.msg), pack(message_layout(p), msg))
         while not job_src.sent:
-            await _step(ctx, [job_src], wr)
+            await step(ctx, [job_src], wr)
         for _ in range(delay):
-            await _step(ctx, [job_src], wr)
+            await step(ctx, [job_src], wr)
         ctx.set(dut.run.flush, 1)
         for _ in range(8):
-            await _step(ctx, [job_src], wr)
+            await step(ctx, [job_src], wr)
         ctx.set(dut.run.flush, 0)
         for _ in range(20):
-            await _step(ctx, [job_src], wr)
+            await step(ctx, [job_src], wr)
         assert not ctx.get(dut.status.busy)
         for i in range(f.ports):
             _whole_packets(f, wr[i].got, f"port {i}")
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 def _whole_packets(f, flits, where):
@@ -1252,7 +1153,7 @@ def test_write_back_holds_int8_scales_until_the_output_has_room():
     wr = [Sink(dut.wr[i]) for i in range(f.ports)]
 
     async def bench(ctx):
-        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        ctx.set(port_value(dut.run.msg), pack(message_layout(p), msg))
         wr[0].rng = random.Random(0)
         done_at = None
         for cycle in range(1200):
@@ -1262,7 +1163,7 @@ def test_write_back_holds_int8_scales_until_the_output_has_room():
                 done_at = cycle
             blocked = cycle < 300 or (done_at is not None and cycle < done_at + 100)
             wr[0].stall = 1.0 if blocked else 0.0
-            await _step(ctx, [job_src, dp], wr)
+            await step(ctx, [job_src, dp], wr)
         packets = _whole_packets(f, wr[0].got, "port 0")
         assert [(h["addr"], h["length"]) for h, _ in packets] == \
             [(0x100000, 4096), (0x200000, len(scales) * 2)]
@@ -1271,7 +1172,7 @@ def test_write_back_holds_int8_scales_until_the_output_has_room():
         got = sum(flit << (f.flit_width * k) for k, flit in enumerate(packets[1][1]))
         assert got == word
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 def test_write_back_counts_stall_tx_only_while_data_waits():
@@ -1286,15 +1187,15 @@ def test_write_back_counts_stall_tx_only_while_data_waits():
     job = dict(slot=1, rmask=0b0001, wmask=0b0001, dst_off=0, bytes=4096, last=1)
 
     async def bench(ctx):
-        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        ctx.set(port_value(dut.run.msg), pack(message_layout(p), msg))
         for i in range(f.ports):
             ctx.set(dut.wr[i].ready, 0)               # the output never drains
         ctx.set(dut.job.valid, 1)
-        ctx.set(_value(dut.job.payload), pack(job_layout(p), job))
+        ctx.set(port_value(dut.job.payload), pack(job_layout(p), job))
         await ctx.tick()
         ctx.set(dut.job.valid, 0)
         ctx.set(dut.dp.valid, 1)
-        ctx.set(_value(dut.dp.payload), pack(dut.dp.payload.shape(), dtype=DType.FP16, data=5,
+        ctx.set(port_value(dut.dp.payload), pack(dut.dp.payload.shape(), dtype=DType.FP16, data=5,
                                               last=0, scale=0, status=0))
         pushed = 0
         for _ in range(200):                          # fill the output queue
@@ -1314,7 +1215,7 @@ def test_write_back_counts_stall_tx_only_while_data_waits():
             await ctx.tick()
         assert ctx.get(dut.counters.stall_tx) == before + 5
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 def test_write_back_streams_slots_back_to_back():
@@ -1330,16 +1231,16 @@ def test_write_back_streams_slots_back_to_back():
             for k in range(4)]
 
     async def bench(ctx):
-        ctx.set(_value(dut.run.msg), pack(message_layout(p), msg))
+        ctx.set(port_value(dut.run.msg), pack(message_layout(p), msg))
         ctx.set(dut.wr[0].ready, 1)
         ctx.set(dut.dp.valid, 1)
         pending, sent, flits = list(jobs), [], 0
         for cycle in range(700):
             ctx.set(dut.job.valid, bool(pending))
             if pending:
-                ctx.set(_value(dut.job.payload), pack(job_layout(p), pending[0]))
+                ctx.set(port_value(dut.job.payload), pack(job_layout(p), pending[0]))
             flits += 1
-            ctx.set(_value(dut.dp.payload), pack(dut.dp.payload.shape(), dtype=DType.FP16,
+            ctx.set(port_value(dut.dp.payload), pack(dut.dp.payload.shape(), dtype=DType.FP16,
                                                   data=flits, last=flits % 128 == 0, scale=0,
                                                   status=0))
             if pending and ctx.get(dut.job.ready):
@@ -1354,7 +1255,7 @@ def test_write_back_streams_slots_back_to_back():
         assert len(sent) == 4 * 129 and sent[-1] - sent[0] == 4 * 129 - 1, \
             f"{len(sent)} flits in {sent[-1] - sent[0] + 1} cycles"
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 # -- instruction buffer ---------------------------------------------------------------------------
@@ -1386,7 +1287,7 @@ def test_instruction_buffer_loads_and_hands_turns_round_each_resource():
         ctx.set(dut.program.load_enable, 1)
         restarts = 0
         for i, d in enumerate(descs):
-            ctx.set(_value(dut.load.payload),
+            ctx.set(port_value(dut.load.payload),
                     pack(load_layout(p), index=i, last=int(i == len(descs) - 1), desc=d))
             assert ctx.get(dut.load.ready)
             await ctx.tick()
@@ -1401,7 +1302,7 @@ def test_instruction_buffer_loads_and_hands_turns_round_each_resource():
         for a in (4, 0, 5):                           # the read port is synchronous
             ctx.set(dut.program.read_addr, a)
             await ctx.tick()
-            desc = unpack(descriptor_layout(), ctx.get(_value(dut.program.desc)))
+            desc = unpack(descriptor_layout(), ctx.get(port_value(dut.program.desc)))
             assert desc["elements"] == 100 + a
         assert await turns(ctx) == [1, 1, 0, 0, 0, 0]
         await advance(ctx, 0)                         # resource 0: 0 -> 2 -> 5 -> 0
@@ -1419,17 +1320,17 @@ def test_instruction_buffer_loads_and_hands_turns_round_each_resource():
         # memory either (`scin mutate` showed a write of the refused word went unnoticed).
         ctx.set(dut.program.load_enable, 0)
         ctx.set(dut.load.valid, 1)
-        ctx.set(_value(dut.load.payload),
+        ctx.set(port_value(dut.load.payload),
                 pack(load_layout(p), index=4, last=0, desc=dict(descs[4], elements=999)))
         for _ in range(3):
             await ctx.tick()
         ctx.set(dut.load.valid, 0)
         ctx.set(dut.program.read_addr, 4)
         await ctx.tick()
-        assert unpack(descriptor_layout(), ctx.get(_value(dut.program.desc)))["elements"] == 104
+        assert unpack(descriptor_layout(), ctx.get(port_value(dut.program.desc)))["elements"] == 104
         assert not ctx.get(dut.program.loading) and ctx.get(dut.program.length) == len(descs)
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 def test_instruction_buffer_advance_without_a_resource_moves_no_turn():
@@ -1445,7 +1346,7 @@ def test_instruction_buffer_advance_without_a_resource_moves_no_turn():
         ctx.set(dut.load.valid, 1)
         for i, sync in enumerate(syncs):
             desc = dict(op=Op.ALLREDUCE, sync=sync, elements=1, participants=0b11)
-            ctx.set(_value(dut.load.payload),
+            ctx.set(port_value(dut.load.payload),
                     pack(load_layout(p), index=i, last=int(i == len(syncs) - 1), desc=desc))
             await ctx.tick()
         ctx.set(dut.load.valid, 0)
@@ -1464,7 +1365,7 @@ def test_instruction_buffer_advance_without_a_resource_moves_no_turn():
         ctx.set(dut.program.advance, 0)
         assert turns() == [1, 0, 0]
 
-    _run(dut, bench)
+    run_bench(dut, bench)
 
 
 # -- wave controller: descriptor check and watchdog -----------------------------------------------
@@ -1497,7 +1398,7 @@ def _random_descriptor(rng, p):
 
 
 def test_descriptor_check_is_the_twin_of_check_descriptor():
-    rng = _rng("desc_check", "random")
+    rng = seeded_rng("desc_check", "random")
     p = IsaParams(sync_resources=5, max_elements=1 << 20)
     dut = DescriptorCheck(p)
     layout = descriptor_layout()
@@ -1506,7 +1407,7 @@ def test_descriptor_check_is_the_twin_of_check_descriptor():
         good = bad = 0
         for _ in range(400):
             d = _random_descriptor(rng, p)
-            ctx.set(_value(dut.desc), pack(layout, d))
+            ctx.set(port_value(dut.desc), pack(layout, d))
             ok = not check_descriptor(d, p)
             assert ctx.get(dut.ok) == ok, (d, check_descriptor(d, p))
             mask = d["participants"] & ((1 << p.fabric.ports) - 1)
@@ -1518,12 +1419,12 @@ def test_descriptor_check_is_the_twin_of_check_descriptor():
             good, bad = good + ok, bad + (not ok)
         assert good > 10 and bad > 10
 
-    _run(dut, bench, clock=False)
+    run_bench(dut, bench, clock=False)
 
 
 @pytest.mark.parametrize("timeout", [0, 1, 5])
 def test_watchdog_fires_after_timeout_quiet_cycles(timeout):
-    rng = _rng(f"watchdog{timeout}", "random")
+    rng = seeded_rng(f"watchdog{timeout}", "random")
     dut = Watchdog(timeout)
 
     async def bench(ctx):
@@ -1546,4 +1447,4 @@ def test_watchdog_fires_after_timeout_quiet_cycles(timeout):
             await (ctx.tick() if timeout else ctx.delay(1e-8))
         assert (fired > 0) == bool(timeout)
 
-    _run(dut, bench, clock=bool(timeout))
+    run_bench(dut, bench, clock=bool(timeout))

@@ -23,6 +23,7 @@ from scin.sim.tops import fabric
 from scin.sim.testbench.env import start, tb_config, tb_rng, read_int, cocotb_module
 from scin.sim.testbench.streams import StreamSource, StreamSink, pause_generator
 from scin.sim.testbench.traffic import random_packet, split_packets, make_packet, CLASS_OPCODE
+from scin.tb.stream_bench import run_bench
 
 
 #: Narrow flits keep the Verilator builds small; the transport logic does not depend on the width
@@ -189,7 +190,6 @@ def test_credit_rx_takes_back_to_back_flits_of_the_smallest_window(credits):
     is read, without overflow, and delivers them in order. (At 2 credits this lost the second
     flit: Amaranth's SyncFIFOBuffered of depth 2 refuses a write in the cycle after a write into
     it while empty; `scin prove` found it, docs/VERIFICATION.md.) Amaranth's simulator, no build."""
-    from amaranth.sim import Simulator
     from scin.hdl.codec import pack
     from scin.hdl.transport import CreditRx
 
@@ -216,7 +216,4 @@ def test_credit_rx_takes_back_to_back_flits_of_the_smallest_window(credits):
             await ctx.tick()
         assert got == [100 + n for n in range(credits)]
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_bench(dut, bench)
