@@ -192,6 +192,13 @@ def _offset(view, parts):
     return offset
 
 
+def _past(m, value, name):
+    """A register holding ``value`` from the cycle before, named ``{name}_was``."""
+    was = Signal.like(value, name=f"{name}_was")
+    m.d.sync += was.eq(value)
+    return was
+
+
 def streams_of(block):
     """The paths (``"wr.0"``) of the streams ``block`` drives (its outputs), in signature
     order."""
@@ -247,11 +254,23 @@ class StreamContractHarness(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p, block, spec = self.properties, self._block, self._spec
-        m.submodules.block = bo = OpenBlock(block, platform)
+        m.submodules.block = bo = OpenBlock(self._block, platform)
         if self._broken:
-            target, source = spec["broken"][self._broken]
+            target, source = self._spec["broken"][self._broken]
             bo.tie(target, source(bo, self._params))
+        self._connect(m)
+        mine = {".".join(path): (kind, flow, value)
+                for kind, path, flow, value in _members(self.signature, self, (), False)}
+        started = Signal()                 # cycle 0 is reset's: "the cycle before" exists after
+        m.d.sync += started.eq(1)
+        self._environment(m, mine, started)
+        self._stream_contracts(m, mine, started)
+        return m
+
+    def _connect(self, m):
+        """Each of the harness's ports to the block's: streams joined, plain ports driven across;
+        with quiet data, the block's input payloads the constant 0."""
+        block = self._block
         # Member by member: `flipped` cannot flip an array of interfaces as a whole.
         for name, member in self.signature.members.items():
             for index in itertools.product(*(range(d) for d in member.dimensions)):
@@ -276,15 +295,11 @@ class StreamContractHarness(wiring.Component):
                 else:
                     m.d.comb += mine.eq(theirs)
 
-        mine = {".".join(path): (kind, flow, value)
-                for kind, path, flow, value in _members(self.signature, self, (), False)}
-        started = Signal()                 # cycle 0 is reset's: "the cycle before" exists after
-        m.d.sync += started.eq(1)
-
-        def past(value, name):
-            was = Signal.like(value, name=f"{name}_was")
-            m.d.sync += was.eq(value)
-            return was
+    def _environment(self, m, mine, started):
+        """The assumptions on the block's plain inputs: ``stable`` ones hold, ``held`` ones hold
+        unless their enable was high, the block's own ``environment``, and ``sticky_inputs``
+        bits fall only in the cycle after their clear."""
+        p, spec = self.properties, self._spec
 
         def under(prefix):
             return [(path, value) for path, (kind, flow, value) in mine.items()
@@ -293,23 +308,28 @@ class StreamContractHarness(wiring.Component):
 
         for prefix in spec["stable"]:
             for path, value in under(prefix):
-                p.assume(m, "stable_inputs_hold", ~started | (value == past(value, path)))
+                p.assume(m, "stable_inputs_hold", ~started | (value == _past(m, value, path)))
         for prefix, enable in spec["held"].items():
-            en = past(mine[enable][2], enable)
+            en = _past(m, mine[enable][2], enable)
             for path, value in under(prefix):
-                p.assume(m, "read_data_holds", ~started | en | (value == past(value, path)))
+                p.assume(m, "read_data_holds", ~started | en | (value == _past(m, value, path)))
         if "environment" in spec:
             spec["environment"](m, mine, p)
         for path, clear in spec.get("sticky_inputs", {}).items():
-            value, cleared = mine[path][2], past(mine[clear][2], f"{clear}_was")
-            was = past(value, path)
+            value, cleared = mine[path][2], _past(m, mine[clear][2], f"{clear}_was")
+            was = _past(m, value, path)
             p.assume(m, "sticky_inputs_fall_only_when_cleared",
                      ~started | cleared | ((value & was) == was))
+
+    def _stream_contracts(self, m, mine, started):
+        """The contract on every stream: assumed on the ones the block consumes, asserted (with
+        a cover of a transfer and of a held offer) on the ones it drives."""
+        p, block, spec = self.properties, self._block, self._spec
         # Exempt: the cycles of an abort and the one after (a block may withdraw its offer at
         # once, combinationally, or from its registers a cycle later).
         if spec["abort"]:
             abort = mine[spec["abort"]][2]
-            aborted = abort | past(abort, "abort")
+            aborted = abort | _past(m, abort, "abort")
         else:
             aborted = 0
 
@@ -318,18 +338,11 @@ class StreamContractHarness(wiring.Component):
                 continue
             name = path.replace(".", "_")
             payload = s.payload.as_value() if hasattr(s.payload, "as_value") else s.payload
-            was_valid, was_ready = past(s.valid, f"{name}_valid"), past(s.ready, f"{name}_ready")
-            held = s.valid & (payload == past(payload, f"{name}_payload"))
+            was_valid = _past(m, s.valid, f"{name}_valid")
+            was_ready = _past(m, s.ready, f"{name}_ready")
+            held = s.valid & (payload == _past(m, payload, f"{name}_payload"))
             if path in spec.get("sticky", {}):
-                field = s.payload
-                for part in spec["sticky"][path]:
-                    field = field[part]
-                field = field.as_value() if hasattr(field, "as_value") else field
-                was_field = past(field, f"{name}_sticky")
-                offset = _offset(s.payload, spec["sticky"][path])
-                rest = payload & ~(((1 << len(field)) - 1) << offset)
-                held = (s.valid & (rest == past(rest, f"{name}_rest"))
-                        & ((field & was_field) == was_field))
+                held = self._sticky_held(m, s, payload, spec["sticky"][path], name)
             waited = started & was_valid & ~was_ready
             # `flow` is the block's: it consumes an In stream and drives an Out one.
             if flow == In:
@@ -341,4 +354,17 @@ class StreamContractHarness(wiring.Component):
                 p.spec(m, f"{name}_contract", ~waited | aborted | held)
                 p.cover(m, f"{name}_transfer", s.valid & s.ready)
                 p.cover(m, f"{name}_held", waited & s.valid)
-        return m
+
+    @staticmethod
+    def _sticky_held(m, s, payload, parts, name):
+        """A waiting offer held: the payload outside the sticky field unchanged, and the field's
+        bits only ever rising."""
+        field = s.payload
+        for part in parts:
+            field = field[part]
+        field = field.as_value() if hasattr(field, "as_value") else field
+        was_field = _past(m, field, f"{name}_sticky")
+        offset = _offset(s.payload, parts)
+        rest = payload & ~(((1 << len(field)) - 1) << offset)
+        return (s.valid & (rest == _past(m, rest, f"{name}_rest"))
+                & ((field & was_field) == was_field))
