@@ -2,21 +2,23 @@
 
 Reads the calibration (``docs/bench/calibration.json``, fitted from ``docs/bench/bench.csv`` and
 ``docs/bench/compare.csv`` by :func:`scin.sim.calibration.write_calibration`; ``--calibrate``
-fits it again first) and writes the ``scale`` section of ``docs/SCALE.md`` (between its markers;
-the file is created if missing): the validation of the model against every RTL point of both
-CSVs (SCIN from ``scin bench``; SCIN, NVLS and ring from ``scin compare``), the parameters and
-their sources, the scale tables (8 to 72 ports, 1 or 18 planes), the growth of SCIN's resources
-with ports, and TTFT/TPOT over NVLS for six models at TP 4 and 8 (:mod:`scin.sim.llm`), with the
-plots and CSVs under ``docs/scale/``. No RTL runs: the whole study takes seconds.
+fits it again first) and writes the generated sections of ``docs/SCALE.md``, each between its
+own markers (:data:`SECTIONS`; a file without them gets them appended): the validation of the
+model against every RTL point of the bench CSVs, the calibration, the scale tables (8 to 72
+ports, 1 or 18 planes), the growth of SCIN's resources with ports, and TTFT/TPOT over NVLS for
+six models at TP 4 and 8 (:mod:`scin.sim.llm`), with the plots and CSVs under ``docs/scale/``.
+Every section is tables, figure links and one provenance line; the explanations are the page's
+hand-written text. No RTL runs: the whole study takes seconds.
 """
 
 import csv
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..hdl.paper import FLIT_BYTES, MEM_LATENCY
+from ..hdl.paper import FLIT_BYTES
 from ..sim import llm
 from ..sim.bench_csv import read_bench_csv, read_compare_csv, read_push_csv
 from ..sim.calibration import validate, write_calibration
@@ -36,11 +38,16 @@ from .options import add_out_doc, doc_folder, doc_target, real
 from .outputs import replacing
 from .plotting import finish, pyplot, series_style
 
-SECTION = "scale"
 #: The tracked document and folder ``scin study --doc`` writes.
 SCALE_DOC = REPO_ROOT / "docs" / "SCALE.md"
 SCALE_FOLDER = REPO_ROOT / "docs" / "scale"
 TITLE = "Scale: from the RTL to NVLink-class planes and LLM inference"
+#: The generated sections of docs/SCALE.md, in page order (a new file gets them in this order).
+SECTIONS = ("scale-status", "scale-calibration", "scale-validation", "scale-compare",
+            "scale-window", "scale-compare-rows", "scale-push", "scale-fabric", "scale-tables",
+            "scale-ceilings", "scale-collectives", "scale-waves", "scale-plots",
+            "scale-resources", "llm-parameters", "llm-models", "llm-best", "llm-paper",
+            "llm-figures", "llm-fractions", "llm-sensitivity", "llm-detail", "llm-plot")
 PORTS = (8, 16, 32, 72)
 PLANES = (1, 18)
 SIZES = (8 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20)
@@ -53,9 +60,27 @@ PROMPTS = (512, 1024, 2048, 4096, 8192)
 TPS = (4, 8)
 HOP_SWEEP_NS = (100, 360, 600)
 WAVES = (1, 2, 4, 8, 16)
-PAPER = {"ttft": 1.42, "tpot": 1.12, "decode_fraction": 0.19}
+#: The paper's figures the LLM study is set against (Fig. 10 and section VI).
+PAPER = {"ttft": 1.42, "tpot": 1.12, "decode_fraction": 0.19, "prefill_fraction": 0.49}
 #: The ISA and datapath synthesized at 4 and 8 ports (256-bit flits), docs/RESOURCES.md.
 RESOURCES_CSV = REPO_ROOT / "docs" / "resources" / "resources.csv"
+#: Side runs of the NVLS All-Reduce with other windows than ``scin compare``'s default
+#: (``scin compare --endpoints 4 --algorithms nvls --window W``): not in compare.csv.
+WINDOW_CSV = REPO_ROOT / "docs" / "bench" / "nvls_window.csv"
+
+
+@dataclass(frozen=True)
+class Study:
+    """What every section of one ``scin study`` run shares."""
+    cal: object
+    hop_s: float
+    mem_s: float
+    out: Path
+    rel: str
+    ports: tuple
+    planes: tuple
+    command: str
+    commit: str
 
 
 def hgx_h200(hop_s=NVLINK_HOP_S, mem_s=NVLINK_MEM_S):
@@ -85,193 +110,65 @@ def _table(head, rows, align=None):
     return "\n".join(lines)
 
 
-# --- sections -------------------------------------------------------------------------------------
-
-def validation_section(cal, bench_csv):
-    rows = validate(read_bench_csv(bench_csv), cal)
-    worst = max(rows, key=lambda r: abs(r["error_pct"]))
-    worst_cur = max(rows, key=lambda r: abs(r["error_current_pct"]))
-    body = []
-    for r in rows:
-        op = r["op"] + (":in-place" if r.get("in_place") else "")
-        body.append([r["part"], op, r["dtype"], r["size"], r["endpoints"],
-                     f"{r['capacity'] // 1024} KiB / {r['waves']}", r.get("commit", ""),
-                     f"{r['cycles']:,.0f}", f"{r['model']:,.0f}", f"{r['error_pct']:+.2f}",
-                     f"{r['model_current']:,.0f}", f"{r['error_current_pct']:+.2f}"])
-    n8 = [r for r in rows if r["endpoints"] == 8]
-    text = [
-        "## Validation: the model against every RTL point", "",
-        f"Every row of `{cal.source}` ({len(rows)} points, commits {', '.join(cal.commits)}): "
-        "4 and 8 endpoints, fp16 and int8, 64 B to 16 MiB, 1 to 16 waves, 16 to 128 KiB tables, "
-        "and the whole collective set. *model*: the closed form with the fixed part fitted to "
-        "the row's own commit (the RTL changed by a few cycles between the sweeps' commits, "
-        "docs/PERFORMANCE.md); *current*: the scale model's constants (the newest commit, "
-        f"{cal.own_commit}), as `scin_time` computes them for the RTL fabric.", "",
-        f"- **Largest difference, model: {worst['error_pct']:+.2f}%** "
-        f"({worst['dtype']} {worst['size']} B, {worst['cycles']:.0f} measured against "
-        f"{worst['model']:.0f}). The form costs every INT8 slot but the last at the streaming "
-        "rate and the last store-and-forward, with one constant fitted to the one-slot and "
-        "one to the longer messages; the two-slot message sits 3 cycles above the longer "
-        "ones' constant (where the RTL spends them was not traced hop by hop: the trace "
-        "takes fp16 only). Every other point is exact to the cycle.",
-        f"- **Largest difference, current constants: {worst_cur['error_current_pct']:+.2f}%** "
-        f"({worst_cur['part']} {worst_cur['dtype']} {worst_cur['size']} B at "
-        f"{worst_cur['endpoints']} endpoints). The 8-endpoint rows were measured at commit "
-        f"{n8[0]['commit'] if n8 else '-'}, before the datapath lost 7 and then 2 cycles of "
-        "latency (docs/PERFORMANCE.md): their fixed part is 9 cycles over the current one, "
-        "which is "
-        "2% of the smallest message's 456 cycles and nothing at 1 MiB. The size and waves rows "
-        "(commit 272b855) are 2 cycles over it for the same reason.", "",
-        _table(["part", "op", "dtype", "size (B)", "N", "table / waves", "commit", "RTL cycles",
-                "model", "error %", "current", "error %"], body,
-               ["---"] * 3 + ["---:"] * 2 + ["---"] * 2 + ["---:"] * 5)]
-    return "\n".join(text), rows
+def _provenance(ctx, *facts):
+    """The line above a generated table: the command, the commit and what the table depends
+    on."""
+    return f"*`{ctx.command}`, commit {ctx.commit}" + "".join(f"; {f}" for f in facts) + ".*"
 
 
-#: Side runs of the NVLS All-Reduce with other windows than scin compare's 8 (N = 4, the RTL of
-#: commit 0c056f3, the paper latency model: `scin compare --endpoints 4 --algorithms nvls
-#: --window W`), to show the window mechanism: {(size, window): cycles}. Not in compare.csv.
-WINDOW_RUNS = {(262144, 1): 31482, (262144, 2): 21470, (262144, 4): 12817, (262144, 6): 12538,
-               (262144, 8): 12490, (262144, 12): 12404, (262144, 16): 12356,
-               (1048576, 8): 45872, (1048576, 16): 45539}
+def _commits(commits):
+    return ", ".join(commits) or "-"
 
 
-def _worst(rows):
-    return max(rows, key=lambda r: abs(r["error_pct"])) if rows else None
+def _worst(rows, key="error_pct"):
+    return max(rows, key=lambda r: abs(r[key])) if rows else None
 
 
-def push_section(cal, push_csv):
-    """The model against every row of ``scin bench-push``'s CSV (pull and push), with what the
-    hop-table push form used before this calibration gave."""
-    f = rtl_fabric(cal)
-    c = f.isa_cycle_s
-    body, worst, moved = [], 0, []
-    for r in read_push_csv(push_csv):
-        n, size, dtype, mode = int(r["endpoints"]), int(r["size"]), r["dtype"], r["mode"]
-        model = f.cycles(scin_time("allreduce", size, n, f, cal, dtype, mode=mode))
-        old = ""
-        if mode == "push":
-            worst = max(worst, abs(model - r["cycles"]))
-            if dtype != "int8":
-                # The hop-table form this calibration replaced: 2L + M + (own - 10) c + pk(S) t.
-                levels = max(0, (n - 1).bit_length() - 2)
-                prev = f.cycles(2 * f.hop_s + f.mem_s + (cal.own["allreduce"] + cal.level_cycles
-                                                         * levels - 10) * c
-                                + packet_flits(size, f, cal.control_flits) * f.flit_s)
-                old = str(prev)
-                moved.append(model - prev)
-        body.append([n, dtype, _size(size), mode, r["cycles"], model,
-                     f"{model - r['cycles']:+d}", old])
-    text = ["## Validation against `scin bench-push`", "",
-            f"Every row of `{push_csv.name}` (`scin bench-push`, commit(s) "
-            f"{', '.join(cal.push_commits) or '-'}; All-Reduce, paper latency model) against "
-            f"the model. Push rows: the calibrated push form, **largest difference {worst} "
-            "cycle(s)**. Pull rows: the pull form of `scin bench`, which those runs exceed by "
-            "1 cycle (the push space's packet arbiter in front of the read-response queue, "
-            "docs/PERFORMANCE.md) and, for INT8 from 16 KiB, by 2-4 cycles (the INT8 rows of "
-            "`bench.csv` are of an older commit). `before` is the hop-table push form this "
-            "calibration replaced (`2L + M + (own - 10) c + pk(S) t`; fp16 only: its INT8 form "
-            f"also stored the last slot); the push figures moved by {min(moved, default=0):+d} "
-            f"to {max(moved, default=0):+d} cycles. Push is faster than pull at every row, "
-            "measured and modelled (no crossover up to the 32 KiB push space).", "",
-            _table(["N", "dtype", "size", "mode", "RTL (cycles)", "model", "model - RTL",
-                    "before"], body, ["---:", "---", "---:", "---", "---:", "---:", "---:",
-                                      "---:"])]
-    return "\n".join(text)
+# --- validation against the RTL -------------------------------------------------------------------
+
+def status_section(ctx, vrows, crows):
+    """Which figure is calibrated against the RTL and which is modelled or extrapolated."""
+    cal = ctx.cal
+    worst = max(abs(r["error_pct"]) for r in vrows)
+    costed = [r for r in crows if r["error_pct"] is not None]
+    fitted = {}
+    for alg in ("nvls", "ring"):
+        sel = [abs(r["error_pct"]) for r in costed if r["algorithm"] == alg]
+        fitted[alg] = (f"compare.csv, mechanism forms with 4 fitted own-cycle constants; within "
+                       f"{max(sel):.2f}% of {len(sel)} points" if sel else "no compare.csv point")
+    status = [
+        ["SCIN pull All-Reduce, ReduceScatter, AllGather, Broadcast, Reduce, barrier (fp16/bf16)",
+         "**calibrated** from RTL", "bench.csv; exact at every measured point"],
+        ["SCIN INQ (int8) All-Reduce", "**calibrated** from RTL",
+         f"bench.csv; within {worst:.2f}%"],
+        ["4 -> 8 endpoints", "**calibrated**", "one level of the adder tree"],
+        ["beyond 8 ports (16, 32, 72)", "extrapolated", "one level per doubling (the RTL "
+         "takes at most 8)"],
+        ["NVLink-class link, hop and memory latencies, planes", "stated parameters",
+         "section NVLink-class parameters"],
+        ["SCIN push All-Reduce (fp16 and int8, 4 and 8 endpoints)", "**calibrated** from RTL",
+         "push.csv (`scin bench-push`); exact at every measured point"],
+        ["SCIN push of the other collectives", "modelled", "the All-Reduce's push saving on "
+         "their calibrated pull cycles"],
+        ["NVLS All-Reduce (RTL fabric)", "**calibrated** from RTL", fitted["nvls"]],
+        ["ring All-Reduce (RTL fabric)", "**calibrated** from RTL", fitted["ring"]],
+        ["NVLS and ring ReduceScatter, AllGather, Broadcast, Reduce", "modelled",
+         "the All-Reduce's calibrated forms and constants with their own packets"],
+        ["NVLS and ring on NVLink-class fabrics", "extrapolated", "the calibrated forms with "
+         "GPUs for endpoints and an NVLS engine per port (section NVLink-class parameters)"],
+        ["LLM compute (roofline H200)", "**modelled only**", "published configs, datasheet"],
+    ]
+    line = _provenance(ctx, f"no RTL run: calibrated from `{cal.source}` at commits "
+                       f"{_commits(cal.commits)}, `{cal.compare_source or '-'}` at "
+                       f"{_commits(cal.compare_commits)} and `{cal.push_source or '-'}` at "
+                       f"{_commits(cal.push_commits)}")
+    return "\n".join([line, "", _table(["figure", "status", "from"], status,
+                                       ["---", "---", "---"])])
 
 
-def compare_section(cal, compare_csv):
-    """The model against every row of ``scin compare``'s CSV: the table, a summary per
-    algorithm and endpoint count, the window side runs, and what the largest differences are."""
-    rows = validate_compare(read_compare_csv(compare_csv), cal)
-    costed = [r for r in rows if r["model"] is not None]
-    groups = {}
-    for r in costed:
-        groups.setdefault((r["algorithm"], r.get("op", "allreduce"), int(r["endpoints"])),
-                          []).append(r)
-    summary = []
-    for (alg, op, n), sel in sorted(groups.items()):
-        w = _worst(sel)
-        within2 = sum(abs(r["error_pct"]) <= 2 for r in sel)
-        summary.append([alg, op, n, len(sel), f"{w['error_pct']:+.2f}% ({_size(int(w['size']))})",
-                        f"{sum(abs(r['error_pct']) for r in sel) / len(sel):.2f}%",
-                        f"{within2} / {len(sel)}"])
-    body = []
-    for r in rows:
-        window = r.get("window", "") if r["algorithm"] == "nvls" else ""
-        body.append([r["algorithm"], r.get("op", "allreduce"), r["endpoints"], f"{int(r['size'])}",
-                     window, r.get("commit", ""), f"{r['cycles']:,.0f}",
-                     "-" if r["model"] is None else f"{r['model']:,.0f}",
-                     "-" if r["error_pct"] is None else f"{r['error_pct']:+.2f}"])
-    f = rtl_fabric(cal)
-    side, side_error = [], {}
-    for (size, window), cycles in sorted(WINDOW_RUNS.items()):
-        model = nvls_time("allreduce", size, 4, f, cal, window=window) * f.isa_clock_hz
-        side_error[size, window] = 100 * (model - cycles) / cycles
-        side.append([_size(size), window, f"{cycles:,}", f"{model:,.0f}",
-                     f"{side_error[size, window]:+.2f}"])
-    nvls = [r for r in costed if r["algorithm"] == "nvls"]
-    ring = [r for r in costed if r["algorithm"] == "ring"]
-    n4 = [r for r in nvls if int(r["endpoints"]) == 4 and int(r["size"]) >= 1 << 20]
-    others = [r for r in nvls if r not in n4]
-    fitted = [r for r in costed if r["algorithm"] in ("nvls", "ring")]
-    text = [
-        "## Validation against `scin compare`: SCIN, NVLS and ring on one RTL fabric", "",
-        f"Every row of `{cal.compare_source or 'docs/bench/compare.csv'}` ({len(rows)} points, "
-        f"commit{'s' if len(cal.compare_commits) > 1 else ''} "
-        f"{', '.join(cal.compare_commits) or '-'}): each a simulation of the RTL checked bit for "
-        "bit (docs/COMPARISON.md). *model*: SCIN from the calibrated form above (`scin_time`), "
-        "NVLS from `nvls_time` with the row's window, the ring from `ring_time`, on the same "
-        f"fabric ({cal.one_way_latency}-cycle hops, {cal.mem_latency}-cycle memory, "
-        f"{cal.flit_bytes} B flits); NVLS's and the ring's four own-cycle "
-        f"constants (calibration above) are fitted to these {len(fitted)} NVLS and ring points, "
-        "everything else in their forms is the RTL's mechanism.", "",
-        _table(["algorithm", "op", "N", "points", "largest difference", "mean abs. difference",
-                "within 2%"], summary, ["---", "---", "---:", "---:", "---:", "---:", "---:"]),
-        ""]
-    if ring:
-        w = _worst(ring)
-        text.append(f"- **Ring: largest difference {w['error_pct']:+.2f}%** "
-                    f"({_size(int(w['size']))} "
-                    f"at N = {w['endpoints']}). The ranks' programs are followed command by "
-                    "command, so the fences, the flags' atomic adds and the empty slices of a "
-                    "64 B message cost what they cost in the RTL; large messages are the slices' "
-                    "serialization (a copy 129 flit times per 4 KiB, an addition 256: the "
-                    "accelerator's one local read port; the last reduction 384: its result is "
-                    "also written to itself through the switch).")
-    if others:
-        w = _worst(others)
-        text.append(f"- **NVLS, all but N = 4 from 1 MiB: largest difference "
-                    f"{w['error_pct']:+.2f}%** ({_size(int(w['size']))} at N = {w['endpoints']}).")
-    if n4:
-        w = _worst(n4)
-        text.append(
-            f"- **NVLS at N = 4 from 1 MiB: {min(r['error_pct'] for r in n4):+.2f}% to "
-            f"{max(r['error_pct'] for r in n4):+.2f}%**, the model faster. It costs the "
-            "data phase at the links' rate, and at N = 4 the RTL stays 2% under it: 8 "
-            "`ld_reduce`s in flight per rank (32 in all) only just cover the loaded round trip "
-            "(32 x 42.5 = 1,360 cycles), and the ranks do not share the engine evenly: in every "
-            "run rank 0 finishes its shard first (KERNEL_DONE 8.7% before the others at 16 MiB, "
-            "the event trace of the run), and the other three end it with 24 `ld_reduce`s in "
-            "flight, which no longer cover it. At N = 8 (64 in flight) the links' rate is "
-            "reached to 0.1%. The side runs below (not in the CSV) show the window: with 16 in "
-            f"flight the RTL meets the model at 256 KiB ({side_error[262144, 16]:+.2f}%; the "
-            f"rank-0 lead still costs {abs(side_error[1048576, 16]):.2f}% at 1 MiB); with one, the "
-            "data phase is one round trip per packet, as the model says "
-            f"({side_error[262144, 1]:+.2f}%); between 2 and 8 the window and the links "
-            "interact (a `ld_reduce` waits in the request unit behind other ranks' `st`s), and "
-            "the model, which takes the larger of the two bounds, is faster than the RTL "
-            f"({side_error[262144, 2]:+.1f}% at 2, {side_error[262144, 4]:+.1f}% at 4).")
-    text += ["", "NVLS All-Reduce at N = 4 against its window (side runs of `scin compare "
-             "--endpoints 4 --algorithms nvls --window W`, commit 0c056f3; not in the CSV):", "",
-             _table(["size", "window", "RTL cycles", "model", "error %"], side), "",
-             _table(["algorithm", "op", "N", "size (B)", "window", "commit", "RTL cycles",
-                     "model", "error %"], body,
-                    ["---", "---", "---:", "---:", "---:", "---", "---:", "---:", "---:"])]
-    return "\n".join(text), rows
-
-
-def calibration_section(cal):
+def calibration_section(ctx):
+    """The fitted constants and what each is fitted from, and the RTL's structural ones."""
+    cal = ctx.cal
     rows = [
         ["per-packet link cost, fp16", f"{cal.flit_bytes and cal.packet_bytes // cal.flit_bytes} "
          f"payload + 1 header + **{cal.control_flits}** control flit(s) = "
@@ -303,81 +200,178 @@ def calibration_section(cal):
         ["ring own cycles", f"slice **{cal.ring_slice_own:g}** (the fence beyond 4 hops), flag "
          f"**{cal.ring_signal_own:g}** (beyond 2 hops and the atomic add)",
          f"ring rows of `{cal.compare_source or '-'}`"],
+        ["NVLS engine and ring (not fitted)", f"request unit {NVLS_REQUEST_CYCLES} cycles a "
+         f"request + a flit per payload flit; sequencer {NVLS_SEQUENCER_CYCLES} + `f` cycles an "
+         f"entry; {RING_SLICES} ring slices per chunk", "the RTL (`scin.sim.nvls_model`, "
+         "`scin.sim.ring_model`)"],
         ["link of the measurements", f"{cal.one_way_latency}-cycle one-way hops, "
          f"{cal.mem_latency}-cycle memory reads, {cal.flit_bytes} B flits at {cal.clock_mhz} MHz, "
          f"{cal.packet_bytes} B packets", "the paper latency model of `scin bench`"],
     ]
-    return "\n".join([
-        "## Calibration (`docs/bench/calibration.json`)", "",
-        f"Fitted by `scin.sim.calibration.write_calibration` from `{cal.source}` and, for "
-        f"NVLS and the ring, `{cal.compare_source or '-'}` ({cal.compare_points} points, "
-        "`fit_compare`: least squares of the relative differences over four own-cycle "
-        "constants) (`scin study --calibrate`; the RTL benches call the same function). Cycles "
-        "are the ISA's.", "",
-        _table(["constant", "value", "fitted from"], rows, ["---", "---", "---"])])
+    line = _provenance(ctx, f"fitted by `scin.sim.calibration.write_calibration` from "
+                       f"`{cal.source}` and `{cal.compare_source or '-'}` "
+                       f"({cal.compare_points} points)")
+    return "\n".join([line, "", _table(["constant", "value", "fitted from"], rows,
+                                       ["---", "---", "---"])])
 
 
-def forms_section():
-    return "\n".join([
-        "## The closed forms (`scin.sim.scin_model`, `nvls_model`, `ring_model`)", "",
-        "Hop `L` (one way, endpoint to switch), memory read `M`, ISA cycle `c`, flit time `t` on "
-        "one plane's link, `P` payload flits per 4 KiB packet, `k` control flits per packet "
-        "(1 today), `own`, `level` as calibrated; `S` is one plane's share of the per-rank "
-        "message (`ceil(S / planes)`), `pk(S)` its packets' link flits (payload + 1 + `k` each).",
-        "",
-        "- SCIN pull (calibrated): `T = 4L + M + (own(op) + level x (ceil(log2 N) - 2)) c + "
-        "shards x pk(S) t + wave gaps`, shards = N for ReduceScatter and AllGather, else 1; a "
-        "wave boundary costs `max(0, (G + w slot) / waves - w slot)`, `G = 2L + M + gap c`, `w` "
-        "slots per wave.",
-        "- SCIN INQ (calibrated): `T = 4L + M + (own_int8 + level...) c + (n - 1) slot8 t + "
-        "2 (d + s) t`: `n` INT8 slots, the last one's `d` data and `s` scale flits "
-        "store-and-forward.",
-        "- SCIN push (calibrated against `scin bench-push`): `T = 2L + (push_own + push_level x "
-        "(ceil(log2 N) - 2)) c + shards x pk(S) t`: the operand's WRITEs up, the reduction, the "
-        "result and its flag down; no READ, READ_RESP or memory read inside the interval (the "
-        "endpoint reads its operand before its first push WRITE leaves, where the interval "
-        "starts) and no wave gaps. INQ push: `T = 2L + (push_int8_own + push_level x ...) c + "
-        "(sum over slots of d + 2 s + (n - 1) 2 (1 + k)) t` (the block scales cost 2 flit times "
-        "each). Other collectives than the All-Reduce (not measured pushed): their pull own "
-        "cycles less the All-Reduce's saving (`own(allreduce) - push_own`). Until this "
-        "calibration push was modelled from the hop table as `2L + M + (own - 10) c + pk(S) t`: "
-        f"it counted the endpoint's memory read ({MEM_LATENCY} cycles on the RTL fabric) that the "
-        "measured push interval does not contain and saved 10 own cycles where the RTL saves 8, 38 "
-        "cycles too many at every size (fp16 N = 4: 252/378/768 modelled against 214/340/730 "
-        "measured at 64 B/4 KiB/16 KiB).",
-        "- NVLS (calibrated against `scin compare`; NCCL's NVLS kernel on the RTL's NVLS "
-        "engine, docs/NVLS.md): `T = (2L + b + N a) + D + (2L + b + a + (R - 1) max(0, a - d)) "
-        "+ 2 i`. Two barriers: every rank's `red` is an atomic add `a` at every member, served "
-        "one at a time (memory read + `atomic_own` on the RTL's AXI bridge); the second "
-        "barrier's adds come as the `R` ranks with data finish, `d` apart. `D` = the last "
-        "rank's data phase: the first 1 KiB packet's chain (`ld_reduce` 4 hops + memory, the "
-        "engine's reducer `2 + 4 (N - 1)` cycles, `st` and its acknowledgement 4 hops: 8 hops "
-        "in all) then every other packet of every rank at the largest of the links' rate "
-        "(per packet of `f` payload flits, `(f + 2)(N + 1)/N` flits on a member's link: the "
-        "`st` to everyone, the read request, and its own results' detour), the engine's "
-        f"(RTL: one request unit, {NVLS_REQUEST_CYCLES} cycles a request + a flit per payload "
-        f"flit; one sequencer, {NVLS_SEQUENCER_CYCLES} + `f` cycles an entry) and the window "
-        "(`W` `ld_reduce`s per rank over their round trip). One packet per rank: `d` apart "
-        "instead. 12 one-way hops on the critical path against SCIN's 4. ReduceScatter "
-        "(`ld_reduce` only), AllGather (`st` only), Reduce and Broadcast (one rank's) are the "
-        "same form with their packets.",
-        f"- ring (calibrated against `scin compare`; NCCL's simple protocol, "
-        f"sim/ring_allreduce.py): `N` chunks of {RING_SLICES} slices, `2 (N - 1)` steps "
-        "(ReduceScatter, AllGather `N - 1`; Broadcast and Reduce a pipelined chain). A slice "
-        "is a fenced REDUCE_SEND, `4L + s + body` (the WRITEs out, the acknowledgements "
-        "back), then a flag to the next rank, seen `2L + a + g` later; a rank waits for its "
-        "neighbour's flag and for staging slots. The programs are followed command by command "
-        "(a max-plus recurrence, exact for empty or unequal slices). `body`: a copy one flit "
-        "time per flit plus a header per 4 KiB; on the RTL an addition two per result flit "
-        "(the accelerator's one local read port) and the All-Reduce's last reduction three "
-        "(its sum also written to itself through the switch); GPUs at the link's rate.",
-        "- Protocol ceiling (SCIN's efficiency bound): `P / (P + 1 + k)` = 128/130 = 0.985 "
-        "today, 128/129 = 0.992 with wave-level requests and acknowledgements; INT8 "
-        "`2 P / slot8` = 256/136 = 1.882. NVLS's: `f / ((f + 2)(N + 1)/N)` = 0.753 at N = 4, "
-        "0.837 at N = 8 (1 KiB packets of 32 B flits)."])
+def validation_section(ctx, bench_csv):
+    """The model against every row of ``scin bench``'s CSV; returns ``(text, rows)``."""
+    cal = ctx.cal
+    rows = validate(read_bench_csv(bench_csv), cal)
+    worst, cur = _worst(rows), _worst(rows, "error_current_pct")
+    body = []
+    for r in rows:
+        op = r["op"] + (":in-place" if r.get("in_place") else "")
+        body.append([r["part"], op, r["dtype"], r["size"], r["endpoints"],
+                     f"{r['capacity'] // 1024} KiB / {r['waves']}", r.get("commit", ""),
+                     f"{r['cycles']:,.0f}", f"{r['model']:,.0f}", f"{r['error_pct']:+.2f}",
+                     f"{r['model_current']:,.0f}", f"{r['error_current_pct']:+.2f}"])
+
+    def at(r):
+        return f"{r['part']} {r['dtype']} {r['size']} B, N = {r['endpoints']}, {r.get('commit')}"
+    largest = [["*model* (the row's commit)", f"{worst['error_pct']:+.2f}%", at(worst),
+                f"{worst['cycles']:.0f}", f"{worst['model']:.0f}"],
+               [f"*current* (commit {cal.own_commit})", f"{cur['error_current_pct']:+.2f}%",
+                at(cur), f"{cur['cycles']:.0f}", f"{cur['model_current']:.0f}"]]
+    text = [_provenance(ctx, f"every row of `{cal.source}` ({len(rows)} points, commits "
+                        f"{_commits(cal.commits)})"), "",
+            _table(["constants", "largest difference", "at", "RTL cycles", "model"], largest,
+                   ["---", "---:", "---", "---:", "---:"]), "",
+            _table(["part", "op", "dtype", "size (B)", "N", "table / waves", "commit",
+                    "RTL cycles", "model", "error %", "current", "error %"], body,
+                   ["---"] * 3 + ["---:"] * 2 + ["---"] * 2 + ["---:"] * 5)]
+    return "\n".join(text), rows
 
 
-def fabric_section(hop_s, mem_s):
+def _compare_summary(costed):
+    """Per algorithm, op and endpoint count: points, largest and mean difference."""
+    groups = {}
+    for r in costed:
+        groups.setdefault((r["algorithm"], r.get("op", "allreduce"), int(r["endpoints"])),
+                          []).append(r)
+    summary = []
+    for (alg, op, n), sel in sorted(groups.items()):
+        w = _worst(sel)
+        within2 = sum(abs(r["error_pct"]) <= 2 for r in sel)
+        summary.append([alg, op, n, len(sel), f"{w['error_pct']:+.2f}% ({_size(int(w['size']))})",
+                        f"{sum(abs(r['error_pct']) for r in sel) / len(sel):.2f}%",
+                        f"{within2} / {len(sel)}"])
+    return _table(["algorithm", "op", "N", "points", "largest difference",
+                   "mean abs. difference", "within 2%"], summary,
+                  ["---", "---", "---:", "---:", "---:", "---:", "---:"])
+
+
+def _compare_largest(costed):
+    """The ring's and NVLS's largest differences, NVLS at N = 4 from 1 MiB apart."""
+    nvls = [r for r in costed if r["algorithm"] == "nvls"]
+    n4 = [r for r in nvls if int(r["endpoints"]) == 4 and int(r["size"]) >= 1 << 20]
+    groups = (("ring", [r for r in costed if r["algorithm"] == "ring"]),
+              ("NVLS, all but N = 4 from 1 MiB", [r for r in nvls if r not in n4]),
+              ("NVLS at N = 4 from 1 MiB", n4))
+    body = []
+    for name, sel in groups:
+        if sel:
+            w = _worst(sel)
+            body.append([name, len(sel), f"{min(r['error_pct'] for r in sel):+.2f}% to "
+                         f"{max(r['error_pct'] for r in sel):+.2f}%", f"{w['error_pct']:+.2f}%",
+                         f"{_size(int(w['size']))} at N = {w['endpoints']}"])
+    return _table(["points", "count", "range", "largest difference", "at"], body,
+                  ["---", "---:", "---:", "---:", "---"])
+
+
+def window_section(ctx, path=WINDOW_CSV):
+    """The NVLS All-Reduce against its window: the side runs of ``path`` and the model."""
+    if not path.exists():
+        return f"{path.name} does not exist: no side runs of the NVLS window."
+    f = rtl_fabric(ctx.cal)
+    runs = sorted(csv.DictReader(open(path)), key=lambda r: (int(r["size"]), int(r["window"])))
+    body = []
+    for r in runs:
+        size, window, cycles = int(r["size"]), int(r["window"]), int(r["cycles"])
+        model = nvls_time("allreduce", size, int(r["endpoints"]), f, ctx.cal,
+                          window=window) * f.isa_clock_hz
+        body.append([_size(size), window, f"{cycles:,}", f"{model:,.0f}",
+                     f"{100 * (model - cycles) / cycles:+.2f}"])
+    line = _provenance(ctx, f"side runs of `scin compare --endpoints "
+                       f"{_commits(sorted({r['endpoints'] for r in runs}))} --algorithms nvls "
+                       f"--window W` in `docs/bench/{path.name}`, commit "
+                       f"{_commits(sorted({r['commit'] for r in runs}))} (not in compare.csv)")
+    return "\n".join([line, "", _table(["size", "window", "RTL cycles", "model", "error %"],
+                                       body)])
+
+
+def compare_sections(ctx, compare_csv):
+    """The model against every row of ``scin compare``'s CSV: ``(sections, rows)``, the
+    sections a summary per algorithm and endpoint count with the largest differences, the window
+    side runs, and every row."""
+    cal = ctx.cal
+    if not Path(compare_csv).exists():
+        missing = f"{compare_csv} does not exist: run `scin compare` for NVLS and ring points."
+        return [("scale-compare", missing), ("scale-window", window_section(ctx)),
+                ("scale-compare-rows", "-")], []
+    rows = validate_compare(read_compare_csv(compare_csv), cal)
+    costed = [r for r in rows if r["model"] is not None]
+    body = []
+    for r in rows:
+        window = r.get("window", "") if r["algorithm"] == "nvls" else ""
+        body.append([r["algorithm"], r.get("op", "allreduce"), r["endpoints"], f"{int(r['size'])}",
+                     window, r.get("commit", ""), f"{r['cycles']:,.0f}",
+                     "-" if r["model"] is None else f"{r['model']:,.0f}",
+                     "-" if r["error_pct"] is None else f"{r['error_pct']:+.2f}"])
+    fitted = sum(r["algorithm"] in ("nvls", "ring") for r in costed)
+    line = _provenance(ctx, f"every row of `{cal.compare_source or 'docs/bench/compare.csv'}` "
+                       f"({len(rows)} points, commits {_commits(cal.compare_commits)}) on the RTL "
+                       f"fabric ({cal.one_way_latency}-cycle hops, {cal.mem_latency}-cycle memory, "
+                       f"{cal.flit_bytes} B flits); NVLS's and the ring's constants fitted to "
+                       f"{fitted} points")
+    summary = "\n".join([line, "", _compare_summary(costed), "", _compare_largest(costed)])
+    every = _table(["algorithm", "op", "N", "size (B)", "window", "commit", "RTL cycles",
+                    "model", "error %"], body,
+                   ["---", "---", "---:", "---:", "---:", "---", "---:", "---:", "---:"])
+    return [("scale-compare", summary), ("scale-window", window_section(ctx)),
+            ("scale-compare-rows", every)], rows
+
+
+def push_section(ctx, push_csv):
+    """The model against every row of ``scin bench-push``'s CSV (pull and push), with what the
+    hop-table push form used before this calibration gave."""
+    cal = ctx.cal
+    if not push_csv.exists():
+        return f"{push_csv} does not exist: run `scin bench-push` for push points."
+    f = rtl_fabric(cal)
+    c = f.isa_cycle_s
+    body, worst, moved = [], 0, []
+    for r in read_push_csv(push_csv):
+        n, size, dtype, mode = int(r["endpoints"]), int(r["size"]), r["dtype"], r["mode"]
+        model = f.cycles(scin_time("allreduce", size, n, f, cal, dtype, mode=mode))
+        old = ""
+        if mode == "push":
+            worst = max(worst, abs(model - r["cycles"]))
+            if dtype != "int8":
+                # The hop-table form this calibration replaced: 2L + M + (own - 10) c + pk(S) t.
+                levels = max(0, (n - 1).bit_length() - 2)
+                prev = f.cycles(2 * f.hop_s + f.mem_s + (cal.own["allreduce"] + cal.level_cycles
+                                                         * levels - 10) * c
+                                + packet_flits(size, f, cal.control_flits) * f.flit_s)
+                old = str(prev)
+                moved.append(model - prev)
+        body.append([n, dtype, _size(size), mode, r["cycles"], model,
+                     f"{model - r['cycles']:+d}", old])
+    line = _provenance(ctx, f"every row of `{push_csv.name}` (`scin bench-push`, commits "
+                       f"{_commits(cal.push_commits)}); push rows: largest difference {worst} "
+                       f"cycle(s); `before` to the model: {min(moved, default=0):+d} to "
+                       f"{max(moved, default=0):+d} cycles")
+    return "\n".join([line, "", _table(["N", "dtype", "size", "mode", "RTL (cycles)", "model",
+                                        "model - RTL", "before"], body,
+                                       ["---:", "---", "---:", "---", "---:", "---:", "---:",
+                                        "---:"])])
+
+
+# --- NVLink-class scale ---------------------------------------------------------------------------
+
+def fabric_section(ctx):
+    """The NVLink-class parameters and their sources."""
     rows = [
         ["NVLink 4 bandwidth", "25 GB/s per link and direction, 18 links per GPU: 450 GB/s per "
          "direction (900 GB/s total)", "NVIDIA H100 and H200 datasheets (NVLink 900 GB/s)"],
@@ -388,15 +382,15 @@ def fabric_section(hop_s, mem_s):
          "18 chips = 72 ports)"],
         ["HGX H200 planes", "4 NVSwitch chips; the 18 links split 5/4/4/5, modelled as 4 equal "
          "planes", "NVIDIA HGX H200 / DGX H100 system architecture"],
-        ["one-way hop", f"{hop_s * 1e9:.0f} ns", "the SCIN prototype's measured endpoint-to-switch "
-         "latency (paper section V); NVIDIA publishes none for NVLink. Swept below"],
-        ["memory read", f"{mem_s * 1e9:.0f} ns", "assumption (HBM load latency order)"],
+        ["one-way hop", f"{ctx.hop_s * 1e9:.0f} ns", "the SCIN prototype's measured "
+         "endpoint-to-switch latency (paper section V); NVIDIA publishes none for NVLink. Swept "
+         "below"],
+        ["memory read", f"{ctx.mem_s * 1e9:.0f} ns", "assumption (HBM load latency order)"],
         ["ISA clock", f"{NVLINK_ISA_HZ / 1e9:.1f} GHz", "assumption (an ASIC ISA; its own "
          "cycles are the RTL's, calibrated)"],
         ["packets", f"4 KiB payload, {FLIT_BYTES} B flits, 1 header + 1 control flit per packet",
-         "this "
-         "RTL's protocol, calibrated; the paper's simulated system had 360 GB/s payload of its "
-         "links, a heavier header overhead than ours"],
+         "this RTL's protocol, calibrated; the paper's simulated system had 360 GB/s payload of "
+         "its links, a heavier header overhead than ours"],
         ["NVLS packets and window", f"{NVLS_PACKET_BYTES} B `ld_reduce` and `st` packets; as "
          "many `ld_reduce`s in flight as the round trip needs", "the RTL's and the paper's "
          f"reduction entry; NCCL's kernel keeps a warp's worth in flight (`scin compare` runs "
@@ -410,28 +404,27 @@ def fabric_section(hop_s, mem_s):
          "accelerator model reads through one port and its bridge takes a memory read per "
          "atomic, which stay in the RTL fabric's model"],
     ]
-    return "\n".join(["## NVLink-class parameters", "",
-                      _table(["parameter", "value", "source"], rows, ["---", "---", "---"])])
+    line = _provenance(ctx, f"`--hop-ns {ctx.hop_s * 1e9:g}`, `--mem-ns {ctx.mem_s * 1e9:g}`")
+    return "\n".join([line, "", _table(["parameter", "value", "source"], rows,
+                                       ["---", "---", "---"])])
 
 
-def scale_section(cal, hop_s, mem_s, plot_dir, rel, ports=PORTS, planes_list=PLANES):
-    big, nmax = max(planes_list), max(ports)
-    text = [f"## Scale: {min(ports)} to {nmax} ports, {' or '.join(map(str, planes_list))} "
-            "plane(s)", "",
-            "NVLink 5 links (50 GB/s per direction each). One plane: every GPU has one link to "
-            "one switch of N ports. P planes (18: NVL72-class): every message split P ways, one "
-            "ISA per plane. All-Reduce latency in microseconds (`size` per rank); speedups over "
-            "NVLS. **SCIN pull and INQ are the calibrated forms; NVLS and ring the forms "
-            "calibrated against `scin compare`, with GPUs for endpoints and an NVLS engine per "
-            "port (NVLink-class parameters); push is the form calibrated against `scin "
-            "bench-push`.**", ""]
-    csv_rows = []
-    for planes in planes_list:
-        f = nvlink_fabric(5, planes, hop_s=hop_s, mem_s=mem_s)
+def _scale_params(ctx):
+    return (f"NVLink 5, {_commits(map(str, ctx.ports))} ports, "
+            f"{_commits(map(str, ctx.planes))} plane(s), hop {ctx.hop_s * 1e9:g} ns, memory "
+            f"{ctx.mem_s * 1e9:g} ns")
+
+
+def scale_tables(ctx):
+    """All-Reduce latency of every system at every port count, size and plane count:
+    ``(text, csv rows)``."""
+    text, csv_rows = [_provenance(ctx, _scale_params(ctx)), ""], []
+    for planes in ctx.planes:
+        f = nvlink_fabric(5, planes, hop_s=ctx.hop_s, mem_s=ctx.mem_s)
         body = []
-        for n in ports:
+        for n in ctx.ports:
             for size in SIZES:
-                t = {s: collective_time(s, "allreduce", size, n, f, cal) for s in SYSTEMS}
+                t = {s: collective_time(s, "allreduce", size, n, f, ctx.cal) for s in SYSTEMS}
                 body.append([n, _size(size)] + [_us(t[s]) for s in SYSTEMS]
                             + [f"{t['nvls'] / t['scin']:.2f}", f"{t['nvls'] / t['scin-push']:.2f}",
                                f"{t['nvls'] / t['scin-inq']:.2f}",
@@ -444,43 +437,42 @@ def scale_section(cal, hop_s, mem_s, plot_dir, rel, ports=PORTS, planes_list=PLA
                  _table(["N", "size"] + [SYSTEM_NAMES[s] for s in SYSTEMS]
                         + ["pull / NVLS", "push / NVLS", "INQ / NVLS", "SCIN busbw GB/s",
                            "NVLS busbw GB/s"], body), ""]
-    fbig = nvlink_fabric(5, big, hop_s=hop_s, mem_s=mem_s)
-    link = fbig.link_bytes_per_s
-    ceil = protocol_ceiling(fbig, cal)
-    text += [f"Limits ({big} plane(s)): SCIN's algorithm bandwidth tends to the protocol ceiling "
-             f"{ceil:.4f} x {link / 1e9:.0f} GB/s = {ceil * link / 1e9:.0f} GB/s at every N "
-             f"(bus bandwidth `2 (N-1)/N` of it); NVLS's to `f / ((f + 2)(N + 1)/N)` of the "
-             f"link ({NVLS_PACKET_BYTES} B packets: a header and a read request or "
-             "acknowledgement per packet, and the detour of its own results): "
-             + ", ".join(f"N = {n}: {nvls_ceiling(fbig, n) * link / 1e9:.0f} GB/s "
-                         f"({ceil / nvls_ceiling(fbig, n):.3f}x below SCIN)" for n in ports)
-             + f". The ring's latency grows with `4 (N - 1)` fenced slices ({RING_SLICES} per "
-             "step, 4 hops each), which is why it falls far behind at many ports for small "
-             "messages.", ""]
-    # The other collectives at the most ports and planes.
+    return "\n".join(text).rstrip("\n"), csv_rows
+
+
+def ceilings_section(ctx):
+    """SCIN's and NVLS's bandwidth limits on the most planes, per port count."""
+    planes = max(ctx.planes)
+    f = nvlink_fabric(5, planes, hop_s=ctx.hop_s, mem_s=ctx.mem_s)
+    link, ceil = f.link_bytes_per_s, protocol_ceiling(f, ctx.cal)
+    body = [[n, f"{ceil:.4f}", f"{ceil * link / 1e9:.0f}", f"{nvls_ceiling(f, n):.4f}",
+             f"{nvls_ceiling(f, n) * link / 1e9:.0f}", f"{ceil / nvls_ceiling(f, n):.3f}"]
+            for n in ctx.ports]
+    line = _provenance(ctx, f"{planes} plane(s), {link / 1e9:.0f} GB/s per GPU and direction, "
+                       f"{NVLS_PACKET_BYTES} B NVLS packets")
+    return "\n".join([line, "", _table(["N", "SCIN ceiling", "SCIN GB/s", "NVLS ceiling",
+                                        "NVLS GB/s", "SCIN / NVLS"], body)])
+
+
+def collectives_section(ctx):
+    """The other collectives at the most ports and planes."""
+    nmax, big = max(ctx.ports), max(ctx.planes)
+    f = nvlink_fabric(5, big, hop_s=ctx.hop_s, mem_s=ctx.mem_s)
     body = []
     for op in ("reduce-scatter", "allgather", "broadcast", "reduce"):
         for size in (8 << 10, 1 << 20, 16 << 20):
-            s = collective_time("scin", op, size, nmax, fbig, cal)
-            nv = collective_time("nvls", op, size, nmax, fbig, cal)
-            r = collective_time("ring", op, size, nmax, fbig, cal)
+            s = collective_time("scin", op, size, nmax, f, ctx.cal)
+            nv = collective_time("nvls", op, size, nmax, f, ctx.cal)
+            r = collective_time("ring", op, size, nmax, f, ctx.cal)
             body.append([op, _size(size), _us(s), _us(nv), _us(r), f"{nv / s:.2f}", f"{r / s:.2f}"])
-    text += [f"### The other collectives ({nmax} ports, {big} plane(s))", "",
-             "Per-rank count `size` (NCCL's `recvcount` / `sendcount`); SCIN from the calibrated "
-             "op constants; NVLS and ring from the All-Reduce's calibrated forms with their own "
-             "packets (NVLS: ReduceScatter its `ld_reduce`s, AllGather its `st`s, Reduce and "
-             "Broadcast one rank's; ring: `N - 1` steps, Broadcast and Reduce a chain).", "",
-             _table(["op", "size", "SCIN (us)", "NVLS (us)", "ring (us)", "NVLS / SCIN",
-                     "ring / SCIN"], body), ""]
-    text += [wave_section(cal, hop_s, mem_s), ""]
-    plots = _scale_plots(cal, hop_s, mem_s, plot_dir, ports, big)
-    text += [f"![{p}]({rel}/{p})" for p in plots]
-    return "\n".join(text), csv_rows
+    return "\n".join([_provenance(ctx, f"{nmax} ports, {big} plane(s)"), "",
+                      _table(["op", "size", "SCIN (us)", "NVLS (us)", "ring (us)", "NVLS / SCIN",
+                              "ring / SCIN"], body)])
 
 
-def wave_section(cal, hop_s, mem_s, size=16 << 20, n=8):
+def wave_section(ctx, size=16 << 20, n=8):
     """Efficiency against outstanding waves and wave-table capacity on one NVLink 5 link."""
-    f = nvlink_fabric(5, 1, hop_s=hop_s, mem_s=mem_s)
+    f = nvlink_fabric(5, 1, hop_s=ctx.hop_s, mem_s=ctx.mem_s)
     body = []
     for cap in (64 << 10, 96 << 10, 128 << 10):
         row = [f"{cap >> 10} KiB"]
@@ -488,26 +480,22 @@ def wave_section(cal, hop_s, mem_s, size=16 << 20, n=8):
             if cap // k < f.packet_bytes:
                 row.append("-")
                 continue
-            t = scin_time("allreduce", size, n, f, cal, capacity=cap, waves=k)
+            t = scin_time("allreduce", size, n, f, ctx.cal, capacity=cap, waves=k)
             row.append(f"{size / (t * f.link_bytes_per_s):.3f}")
         body.append(row)
-    return "\n".join([
-        "### Wave regulation at NVLink 5", "",
-        f"Efficiency of a {_size(size)} All-Reduce at {n} ports on one 50 GB/s link against the "
-        "wave-table capacity per participant and the outstanding waves (the calibrated wave "
-        "gap: a read's round trip plus its serialisation must be in flight; '-': a wave "
-        "smaller than one 4 KiB slot). The paper: without multiple waves about 2/3 of the "
-        "bandwidth, 16 waves enough, 96 KB per wave table reached peak bandwidth in its "
-        "simulated system.", "",
-        _table(["table"] + [f"{k} wave{'s' if k > 1 else ''}" for k in WAVES], body)])
+    line = _provenance(ctx, f"a {_size(size)} All-Reduce at {n} ports on one "
+                       f"{f.link_bytes_per_s / 1e9:.0f} GB/s link")
+    return "\n".join([line, "", _table(["table"] + [f"{k} wave{'s' if k > 1 else ''}"
+                                                    for k in WAVES], body)])
 
 
-def _scale_plots(cal, hop_s, mem_s, out, ports, planes):
-    """latency.png and bandwidth.png of the modelled NVLink fabric; returns their names."""
-    f = nvlink_fabric(5, planes, hop_s=hop_s, mem_s=mem_s)
+def scale_plots(ctx):
+    """latency.png and bandwidth.png of the modelled NVLink fabric; returns their links."""
+    planes, ports = max(ctx.planes), ctx.ports
+    f = nvlink_fabric(5, planes, hop_s=ctx.hop_s, mem_s=ctx.mem_s)
 
     def t(system, x, n):
-        return collective_time(system, "allreduce", x, n, f, cal)
+        return collective_time(system, "allreduce", x, n, f, ctx.cal)
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -517,7 +505,7 @@ def _scale_plots(cal, hop_s, mem_s, out, ports, planes):
                     **series_style(k))
         ax.set(xscale="log", yscale="log", xlabel="size per rank (bytes)", ylabel="latency (us)",
                title=f"{n} ports")
-    finish(fig, list(axes), out / "latency.png", kind="modelled",
+    finish(fig, list(axes), ctx.out / "latency.png", kind="modelled",
            title=f"All-Reduce latency, {planes} NVLink 5 plane(s), modelled")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for i, n in enumerate(ports):
@@ -532,48 +520,43 @@ def _scale_plots(cal, hop_s, mem_s, out, ports, planes):
                 title="bus bandwidth")
     axes[1].set(xscale="log", xlabel="size per rank (bytes)", ylabel="speedup over NVLS",
                 title="SCIN over NVLS")
-    finish(fig, list(axes), out / "bandwidth.png", kind="modelled", legend_columns=2,
+    finish(fig, list(axes), ctx.out / "bandwidth.png", kind="modelled", legend_columns=2,
            title=f"All-Reduce bandwidth, {planes} NVLink 5 plane(s), modelled")
-    return ["latency.png", "bandwidth.png"]
+    return "\n".join(f"![{p}]({ctx.rel}/{p})" for p in ("latency.png", "bandwidth.png"))
 
 
-def resources_section(cal, hop_s, mem_s, ports=PORTS):
+def resources_section(ctx):
+    """The ISA's resources at 4 and 8 ports (docs/resources/resources.csv) extended per port,
+    and the wave table one plane's ISA needs at NVLink 5."""
     rows = list(csv.DictReader(open(RESOURCES_CSV))) if RESOURCES_CSV.exists() else []
     isa = {int(r["ports"]): r for r in rows if r["block"] == "isa" and r["flit_width"] == "256"}
-    text = ["## SCIN's resources against ports", ""]
     if 4 not in isa or 8 not in isa:
-        return "\n".join(text + ["docs/resources/resources.csv has no 4- and 8-port ISA point."])
-    f = nvlink_fabric(5, 18, hop_s=hop_s, mem_s=mem_s)
-    slot = (f.packet_bytes // f.flit_bytes + 1 + cal.control_flits) * f.flit_s
-    gap = 2 * f.hop_s + f.mem_s + cal.wave_gap_own * f.isa_cycle_s
+        return "docs/resources/resources.csv has no 4- and 8-port ISA point."
+    f = nvlink_fabric(5, 18, hop_s=ctx.hop_s, mem_s=ctx.mem_s)
+    slot = (f.packet_bytes // f.flit_bytes + 1 + ctx.cal.control_flits) * f.flit_s
+    gap = 2 * f.hop_s + f.mem_s + ctx.cal.wave_gap_own * f.isa_cycle_s
     # Slots in flight per participant to keep a plane's link busy: a read's round trip plus
     # its own serialisation, in whole 4 KiB slots, and one more so that release and re-issue
     # overlap.
     bdp_slots = math.ceil((gap + slot) / slot) + 1
     body = []
-    for n in sorted({4, 8, *ports}):
+    for n in sorted({4, 8, *ctx.ports}):
         est = {k: float(isa[4][k]) + (float(isa[8][k]) - float(isa[4][k])) * (n - 4) / 4
                for k in ("lut", "ff", "bram36", "dsp")}
         kind = "measured" if n in isa else "extrapolated"
         body.append([n, kind] + [f"{est[k]:,.0f}" for k in ("lut", "ff", "dsp")]
-                    + [f"{est['bram36']:,.1f}",
-                       f"{bdp_slots * 4 * n:,.0f} KiB"])
-    text += [f"The ISA synthesized with Yosys at 4 and 8 ports (256-bit flits; docs/RESOURCES.md: "
-             f"LUT {int(isa[4]['lut']):,} -> {int(isa[8]['lut']):,}, DSP {isa[4]['dsp']} -> "
-             f"{isa[8]['dsp']}, BRAM36 {isa[4]['bram36']} -> {isa[8]['bram36']}) grows by "
-             "one datapath input, one wave table and one port interface per participant; the "
-             "rows beyond 8 extend that per-port step linearly (the RTL's exact adder tree is "
-             "fixed for N <= 8, so a wider tree is one more level per doubling on top, which "
-             "the level cost of the timing model already counts). The last column is the wave "
-             "table one plane's ISA needs at NVLink 5 to keep its link busy: a read's round trip "
-             f"({gap * 1e9:.0f} ns) plus one slot ({slot * 1e9:.0f} ns at 50 GB/s) in flight per "
-             f"participant, {bdp_slots} slots of 4 KiB each (the paper's simulated system "
-             "reached peak bandwidth with 96 KB per wave table).", "",
-             _table(["ports", "", "LUT", "FF", "DSP", "BRAM36",
-                     "wave table at NVLink 5 (all participants)"],
-                    body, ["---:", "---"] + ["---:"] * 5)]
-    return "\n".join(text)
+                    + [f"{est['bram36']:,.1f}", f"{bdp_slots * 4 * n:,.0f} KiB"])
+    line = _provenance(ctx, f"`{RESOURCES_CSV.relative_to(REPO_ROOT).as_posix()}` (Yosys, "
+                       f"256-bit flits); wave table: a read's round trip ({gap * 1e9:.0f} ns) "
+                       f"plus one slot ({slot * 1e9:.0f} ns at "
+                       f"{f.link_bytes_per_s / f.planes / 1e9:.0f} GB/s) in flight per "
+                       f"participant, {bdp_slots} slots of 4 KiB")
+    return "\n".join([line, "", _table(["ports", "", "LUT", "FF", "DSP", "BRAM36",
+                                        "wave table at NVLink 5 (all participants)"],
+                                       body, ["---:", "---"] + ["---:"] * 5)])
 
+
+# --- LLM inference --------------------------------------------------------------------------------
 
 def llm_rows(cal, fabric):
     """Every (model, TP, batch, prompt) point: compute and All-Reduce seconds for NVLS, SCIN
@@ -600,16 +583,32 @@ def llm_rows(cal, fabric):
     return out
 
 
-def llm_section(cal, hop_s, mem_s, plot_dir, rel):
-    fabric = hgx_h200(hop_s, mem_s)
-    rows = llm_rows(cal, fabric)
+def _paper_rows(rows):
+    """The rows set against the paper: its models at TP 8."""
+    return [r for r in rows if r["model"] in llm.PAPER_MODELS and r["tp"] == 8]
+
+
+def _llm_parameters(ctx, fabric):
     gpu = llm.H200
-    models = _table(["model", "layers", "hidden", "FFN", "heads / KV heads", "experts",
-                     "config"],
-                    [[m.name, m.layers, m.hidden, m.ffn, f"{m.heads} / {m.kv_heads}",
-                      f"{m.experts} (top {m.experts_per_token})" if m.experts > 1 else "-",
-                      m.source] for m in llm.MODELS.values()],
-                    ["---"] + ["---:"] * 5 + ["---"])
+    rows = [["fabric", fabric.name], ["one-way hop", f"{ctx.hop_s * 1e9:.0f} ns"],
+            ["memory read", f"{ctx.mem_s * 1e9:.0f} ns"],
+            ["GPU", f"{gpu.name}: {gpu.peak_flops / 1e12:.0f} TFLOPS dense BF16, "
+             f"{gpu.hbm_bytes_per_s / 1e12:.1f} TB/s HBM3e ({gpu.source})"],
+            ["achieved fraction of peak FLOPs", f"{gpu.flops_efficiency:.0%} (assumption)"],
+            ["achieved fraction of HBM bandwidth", f"{gpu.hbm_efficiency:.0%} (assumption)"],
+            ["INT8 INQ bytes per FP16 byte", f"{llm.INQ_RATIO:.3f}"]]
+    return _table(["parameter", "value"], rows, ["---", "---"])
+
+
+def _llm_models():
+    return _table(["model", "layers", "hidden", "FFN", "heads / KV heads", "experts", "config"],
+                  [[m.name, m.layers, m.hidden, m.ffn, f"{m.heads} / {m.kv_heads}",
+                    f"{m.experts} (top {m.experts_per_token})" if m.experts > 1 else "-",
+                    m.source] for m in llm.MODELS.values()],
+                  ["---"] + ["---:"] * 5 + ["---"])
+
+
+def _llm_best(rows):
     summary = []
     for name in llm.MODELS:
         for tp in TPS:
@@ -622,39 +621,61 @@ def llm_section(cal, hop_s, mem_s, plot_dir, rel):
             summary.append([name, tp, best("ttft_speedup"), best("ttft_speedup_inq"),
                             best("tpot_speedup"), best("tpot_speedup_inq"),
                             f"{min(fr):.1%} - {max(fr):.1%}"])
-    detail = []
-    for r in rows:
-        if r["batch"] in (1, 8, 64) and r["prompt"] in (512, 2048, 8192):
-            detail.append([r["model"], r["tp"], r["batch"], r["prompt"],
-                           f"{r['ttft_nvls_ms']:,.1f}", f"{r['ttft_speedup']:.3f}",
-                           f"{r['ttft_speedup_inq']:.3f}", f"{r['tpot_nvls_ms']:.3f}",
-                           f"{r['tpot_speedup']:.3f}", f"{r['tpot_speedup_inq']:.3f}",
-                           f"{r['tpot_nvls_ar_fraction']:.1%}"])
-    paper_rows = [r for r in rows if r["model"] in llm.PAPER_MODELS and r["tp"] == 8]
-    mx = {k: max(r[k] for r in paper_rows) for k in ("ttft_speedup", "ttft_speedup_inq",
-                                                     "tpot_speedup", "tpot_speedup_inq",
-                                                     "tpot_nvls_ar_fraction",
-                                                     "ttft_nvls_ar_fraction")}
-    compare = _table(["figure", "paper (Fig. 10, section VI)", "here: paper's models, TP 8, "
-                      "max over batch 1-64, prompts 512-8k"], [
+    return _table(["model", "TP", "TTFT pull", "TTFT INQ", "TPOT pull", "TPOT INQ",
+                   "decode in All-Reduce (NVLS)"], summary)
+
+
+def _llm_paper(rows):
+    mx = {k: max(r[k] for r in _paper_rows(rows))
+          for k in ("ttft_speedup", "ttft_speedup_inq", "tpot_speedup", "tpot_speedup_inq",
+                    "tpot_nvls_ar_fraction", "ttft_nvls_ar_fraction")}
+    return _table(["figure", "paper (Fig. 10, section VI)", "here: paper's models, TP 8, "
+                   "max over batch 1-64, prompts 512-8k"], [
         ["TTFT speedup over NVLS", f"up to {PAPER['ttft']}x",
          f"{mx['ttft_speedup']:.3f}x pull, {mx['ttft_speedup_inq']:.3f}x INQ"],
         ["TPOT speedup over NVLS", f"up to {PAPER['tpot']}x",
          f"{mx['tpot_speedup']:.3f}x pull, {mx['tpot_speedup_inq']:.3f}x INQ"],
         ["decode time in All-Reduce (NVLS, TP 8)", f"up to {PAPER['decode_fraction']:.0%} "
          "(H200, TensorRT-LLM, FP8)", f"up to {mx['tpot_nvls_ar_fraction']:.1%}"],
-        ["prefill time in All-Reduce (NVLS, TP 8)", "up to 49% (same profile)",
+        ["prefill time in All-Reduce (NVLS, TP 8)",
+         f"up to {PAPER['prefill_fraction']:.0%} (same profile)",
          f"up to {mx['ttft_nvls_ar_fraction']:.1%}"]], ["---", "---", "---"])
-    # Sensitivity to the hop latency.
-    sens = []
-    for ns in HOP_SWEEP_NS:
-        sub = [r for r in llm_rows(cal, hgx_h200(ns * 1e-9, mem_s))
-               if r["model"] in llm.PAPER_MODELS and r["tp"] == 8]
-        sens.append([f"{ns} ns", f"{max(r['ttft_speedup'] for r in sub):.3f}",
-                     f"{max(r['ttft_speedup_inq'] for r in sub):.3f}",
-                     f"{max(r['tpot_speedup'] for r in sub):.3f}",
-                     f"{max(r['tpot_speedup_inq'] for r in sub):.3f}",
-                     f"{max(r['tpot_nvls_ar_fraction'] for r in sub):.1%}"])
+
+
+def _llm_figures(ctx, rows, fabric):
+    """The figures the explanation of the comparison with the paper quotes."""
+    cal, dec = ctx.cal, _paper_rows(rows)
+    b1 = max(dec, key=lambda r: r["tpot_speedup"])
+    bt = max(dec, key=lambda r: r["ttft_speedup_inq"])
+    dec_sizes = (min(r["tpot_ar_bytes"] for r in rows), max(r["tpot_ar_bytes"] for r in rows))
+    pre_sizes = (min(r["ttft_ar_bytes"] for r in rows), max(r["ttft_ar_bytes"] for r in rows))
+
+    def ratio(system, size):
+        return collective_time("nvls", "allreduce", size, 8, fabric, cal) \
+            / collective_time(system, "allreduce", size, 8, fabric, cal)
+    body = [
+        ["decode All-Reduce per GPU (batch 1 to 64)",
+         f"{_size(dec_sizes[0])} to {_size(dec_sizes[1])}"],
+        [f"NVLS / SCIN pull All-Reduce time, TP 8, {_size(dec_sizes[0])}",
+         f"{ratio('scin', dec_sizes[0]):.2f}"],
+        ["largest TPOT gain (model, batch, context)",
+         f"{b1['tpot_speedup']:.3f}x ({b1['model']}, {b1['batch']}, {b1['prompt']})"],
+        ["its NVLS decode step in All-Reduce (against the paper's)",
+         f"{b1['tpot_nvls_ar_fraction']:.1%} "
+         f"({b1['tpot_nvls_ar_fraction'] / PAPER['decode_fraction']:.1f}x)"],
+        ["prefill All-Reduce per GPU", f"{_size(pre_sizes[0])} to {_size(pre_sizes[1])}"],
+        ["largest TTFT gain (model, batch, prompt)",
+         f"{bt['ttft_speedup']:.3f}x pull, {bt['ttft_speedup_inq']:.3f}x INQ "
+         f"({bt['model']}, {bt['batch']}, {bt['prompt']})"],
+        ["protocol ceilings SCIN / NVLS at N = 8",
+         f"{protocol_ceiling(fabric, cal) / nvls_ceiling(fabric, 8):.3f}"],
+        [f"NVLS / SCIN INQ All-Reduce time, TP 8, {_size(pre_sizes[1])}",
+         f"{ratio('scin-inq', pre_sizes[1]):.2f}"],
+    ]
+    return _table(["figure", "value"], body, ["---", "---:"])
+
+
+def _llm_fractions(rows):
     fractions = []
     for name in llm.MODELS:
         for tp in TPS:
@@ -662,90 +683,48 @@ def llm_section(cal, hop_s, mem_s, plot_dir, rel):
                    and r["prompt"] == 2048}
             fractions.append([name, tp] + [f"{sel[b]['tpot_nvls_ar_fraction']:.1%}"
                                            for b in BATCHES])
-    plot = _llm_plot(rows, plot_dir)
-    dec = [r for r in rows if r["tp"] == 8 and r["model"] in llm.PAPER_MODELS]
-    b1 = max(dec, key=lambda r: r["tpot_speedup"])
-    bt = max(dec, key=lambda r: r["ttft_speedup_inq"])
-    dec_sizes = (min(r["tpot_ar_bytes"] for r in rows), max(r["tpot_ar_bytes"] for r in rows))
-    pre_sizes = (min(r["ttft_ar_bytes"] for r in rows), max(r["ttft_ar_bytes"] for r in rows))
-    ar_small = collective_time("nvls", "allreduce", dec_sizes[0], 8, fabric, cal) \
-        / collective_time("scin", "allreduce", dec_sizes[0], 8, fabric, cal)
-    sens_rows = sens
-    inq_big = collective_time("nvls", "allreduce", pre_sizes[1], 8, fabric, cal) \
-        / collective_time("scin-inq", "allreduce", pre_sizes[1], 8, fabric, cal)
-    bw_ratio = protocol_ceiling(fabric, cal) / nvls_ceiling(fabric, 8)
-    text = [
-        "## LLM inference: TTFT and TPOT over NVLS", "",
-        "Two All-Reduces per layer of `tokens x hidden x 2` bytes (INT8 INQ moves "
-        f"{llm.INQ_RATIO:.3f} of that), on the critical path, not overlapped; the All-Reduce "
-        f"time from the model above on the **{fabric.name}** fabric (hop "
-        f"{hop_s * 1e9:.0f} ns, memory {mem_s * 1e9:.0f} ns); TP 4 is one 4-GPU group of the "
-        "8-GPU system. TTFT is the prefill of `batch` prompts; TPOT one decode step at context "
-        "= prompt. Compute is a roofline of one GPU: per layer `max(FLOPs / (peak x "
-        f"{gpu.flops_efficiency:.0%}), bytes / (HBM x {gpu.hbm_efficiency:.0%}))` with "
-        f"{gpu.name}: {gpu.peak_flops / 1e12:.0f} TFLOPS dense BF16, "
-        f"{gpu.hbm_bytes_per_s / 1e12:.1f} TB/s HBM3e ({gpu.source}); the 70% and 80% achieved "
-        "fractions are assumptions, not measurements. FLOPs per layer: `2 x tokens x (attention "
-        "+ MLP parameters) / TP` (MoE: the token's 2 experts) + attention `4 x tokens x context "
-        "x hidden / TP` (prefill: causal, context / 2); bytes: the layer's weights (BF16) / TP "
-        "(MoE: the experts any token picked), the KV cache and the activations. The LM head is "
-        "counted; norms, rotary embeddings, sampling and launch gaps are not.", "",
-        models, "", "### Best speedup per model and TP (batch x prompt where it occurs)", "",
-        _table(["model", "TP", "TTFT pull", "TTFT INQ", "TPOT pull", "TPOT INQ",
-                "decode in All-Reduce (NVLS)"], summary), "",
-        "### Against the paper", "", compare, "",
-        "Why they differ:",
-        f"- **TPOT.** Decode All-Reduces are {_size(dec_sizes[0])} to {_size(dec_sizes[1])} "
-        "(batch 1 to 64): latency-bound, where SCIN's 4 one-way hops against NVLS's 12 (two "
-        "barriers of 2, the `ld_reduce`'s 4, the `st`'s and its acknowledgement's 4) make "
-        f"the All-Reduce about {ar_small:.2f}x faster (TP 8, {_size(dec_sizes[0])}). The "
-        f"largest TPOT gain, {b1['tpot_speedup']:.3f}x ({b1['model']}, batch {b1['batch']}, "
-        f"context {b1['prompt']}), comes with {b1['tpot_nvls_ar_fraction']:.1%} of its NVLS "
-        f"decode step in All-Reduces, {b1['tpot_nvls_ar_fraction'] / PAPER['decode_fraction']:.1f}"
-        "x the paper's measured 19%: the roofline leaves out "
-        "every non-GEMM kernel, launch gap and the sampler, so its compute is shorter, and "
-        f"the {NVLINK_HOP_S * 1e9:.0f} ns hop is the FPGA prototype's (Aurora), likely slower than "
-        "an NVLink hop. "
-        f"At a 100 ns hop the largest fraction is {sens_rows[0][5]} and the largest TPOT "
-        f"gain {sens_rows[0][3]}x, next to the paper's 19% and 1.12x. The paper's pair obeys "
-        "Amdahl's law with an All-Reduce about 2.3x faster (1 / (0.81 + 0.19 / 2.3) = 1.12), "
-        "close to the ratio here.",
-        f"- **TTFT.** Prefill All-Reduces are {_size(pre_sizes[0])} to {_size(pre_sizes[1])}. "
-        f"The largest gain is at the smallest prefill ({bt['model']}, batch {bt['batch']}, "
-        f"prompt {bt['prompt']}: {bt['ttft_speedup']:.3f}x pull, "
-        f"{bt['ttft_speedup_inq']:.3f}x INQ), where the All-Reduce still carries latency; "
-        "beyond it the roofline's compute grows in proportion to the tokens, as the "
-        "All-Reduce does, so the speedup settles at the bandwidth ratio: NVLS's 1 KiB packets "
-        f"and `(N + 1) / N` detour ({bw_ratio:.3f} at N = 8) unquantized, {inq_big:.2f}x with "
-        f"INQ at {_size(pre_sizes[1])}, "
-        "diluted by the compute. "
-        "The paper's TTFT gain grows with the batch because its GPUs' utilization grows with "
-        "the batch (communication then takes a larger share, 49% in its profile); a roofline "
-        "at a fixed 70% of peak has no such ramp. The paper's NVLS also lost bandwidth to "
-        "multicast congestion in the crossbar (its 1.34x large-message speedup against "
-        f"{bw_ratio:.3f} here), which this model does not have. The paper does not say whether its "
-        f"1.42x is quantized; here INQ reaches {mx['ttft_speedup_inq']:.3f}x.",
-        "- **Mixtral-8x7B** gains less than the dense models of its hidden size: its two "
-        "experts per token (and, in decode, the weights of every expert the batch picks) make "
-        "each layer's compute longer for the same All-Reduce, as the paper says.",
-        "", "### Decode time in All-Reduce (NVLS, context 2k; every prompt in "
-        "`docs/scale/llm.csv`)", "",
-        _table(["model", "TP"] + [f"batch {b}" for b in BATCHES], fractions), "",
-        "The share falls with the batch where the KV cache is large against the weights "
-        "(LLaMA-2-7B and 13B, as many KV heads as heads; Llama-3-8B more slowly), rises "
-        "slightly for the 70B models (8 KV heads against 64: a small cache, while the "
-        "All-Reduce, 16 KiB per sequence, grows faster than their weight reads), and for "
-        "Mixtral falls steeply from batch 1 to 8 as the batch picks more of the 8 experts' "
-        "weights. It is larger at TP 8 than at TP 4: each GPU reads half the weights while "
-        "the All-Reduce keeps its size.",
-        "", "### Sensitivity to the hop latency (paper's models, TP 8, max over the grid)", "",
-        _table(["one-way hop", "TTFT pull", "TTFT INQ", "TPOT pull", "TPOT INQ",
-                "decode in All-Reduce (NVLS)"], sens), "",
-        "### Detail (batch 1, 8, 64; prompts 512, 2k, 8k; every point in `docs/scale/llm.csv`)",
-        "", _table(["model", "TP", "batch", "prompt", "TTFT NVLS (ms)", "TTFT pull", "TTFT INQ",
-                    "TPOT NVLS (ms)", "TPOT pull", "TPOT INQ", "decode in AR (NVLS)"], detail),
-        "", f"![{plot}]({rel}/{plot})"]
-    return "\n".join(text), rows
+    return _table(["model", "TP"] + [f"batch {b}" for b in BATCHES], fractions)
+
+
+def _llm_sensitivity(ctx):
+    sens = []
+    for ns in HOP_SWEEP_NS:
+        sub = _paper_rows(llm_rows(ctx.cal, hgx_h200(ns * 1e-9, ctx.mem_s)))
+        sens.append([f"{ns} ns", f"{max(r['ttft_speedup'] for r in sub):.3f}",
+                     f"{max(r['ttft_speedup_inq'] for r in sub):.3f}",
+                     f"{max(r['tpot_speedup'] for r in sub):.3f}",
+                     f"{max(r['tpot_speedup_inq'] for r in sub):.3f}",
+                     f"{max(r['tpot_nvls_ar_fraction'] for r in sub):.1%}"])
+    return _table(["one-way hop", "TTFT pull", "TTFT INQ", "TPOT pull", "TPOT INQ",
+                   "decode in All-Reduce (NVLS)"], sens)
+
+
+def _llm_detail(rows):
+    detail = [[r["model"], r["tp"], r["batch"], r["prompt"], f"{r['ttft_nvls_ms']:,.1f}",
+               f"{r['ttft_speedup']:.3f}", f"{r['ttft_speedup_inq']:.3f}",
+               f"{r['tpot_nvls_ms']:.3f}", f"{r['tpot_speedup']:.3f}",
+               f"{r['tpot_speedup_inq']:.3f}", f"{r['tpot_nvls_ar_fraction']:.1%}"]
+              for r in rows if r["batch"] in (1, 8, 64) and r["prompt"] in (512, 2048, 8192)]
+    return _table(["model", "TP", "batch", "prompt", "TTFT NVLS (ms)", "TTFT pull", "TTFT INQ",
+                   "TPOT NVLS (ms)", "TPOT pull", "TPOT INQ", "decode in AR (NVLS)"], detail)
+
+
+def llm_sections(ctx):
+    """TTFT and TPOT over NVLS on the HGX H200 fabric: ``(sections, rows)``."""
+    fabric = hgx_h200(ctx.hop_s, ctx.mem_s)
+    rows = llm_rows(ctx.cal, fabric)
+    grid = (f"{len(llm.MODELS)} models, TP {_commits(map(str, TPS))}, batch "
+            f"{BATCHES[0]}-{BATCHES[-1]}, prompt {PROMPTS[0]}-{PROMPTS[-1]}")
+    return [("llm-parameters", "\n".join([_provenance(ctx, grid), "",
+                                          _llm_parameters(ctx, fabric)])),
+            ("llm-models", _llm_models()),
+            ("llm-best", _llm_best(rows)),
+            ("llm-paper", _llm_paper(rows)),
+            ("llm-figures", _llm_figures(ctx, rows, fabric)),
+            ("llm-fractions", _llm_fractions(rows)),
+            ("llm-sensitivity", _llm_sensitivity(ctx)),
+            ("llm-detail", _llm_detail(rows)),
+            ("llm-plot", f"![{_llm_plot(rows, ctx.out)}]({ctx.rel}/llm.png)")], rows
 
 
 def _llm_plot(rows, out):
@@ -756,8 +735,10 @@ def _llm_plot(rows, out):
         axes[0].plot(BATCHES, [r["ttft_speedup_inq"] for r in sel], label=name,
                      **series_style(k))
         axes[1].plot(BATCHES, [r["tpot_speedup"] for r in sel], label=name, **series_style(k))
-    axes[0].axhline(PAPER["ttft"], color="k", ls="--", lw=0.8, label="paper: up to 1.42x")
-    axes[1].axhline(PAPER["tpot"], color="k", ls="--", lw=0.8, label="paper: up to 1.12x")
+    axes[0].axhline(PAPER["ttft"], color="k", ls="--", lw=0.8,
+                    label=f"paper: up to {PAPER['ttft']}x")
+    axes[1].axhline(PAPER["tpot"], color="k", ls="--", lw=0.8,
+                    label=f"paper: up to {PAPER['tpot']}x")
     axes[0].set(xscale="log", xlabel="batch", ylabel="TTFT speedup over NVLS",
                 title="TTFT, SCIN INQ, TP 8, prompt 2k")
     axes[1].set(xscale="log", xlabel="batch", ylabel="TPOT speedup over NVLS",
@@ -813,46 +794,62 @@ def add_arguments(p):
     p.add_argument("--mem-ns", type=real(positive=True), default=NVLINK_MEM_S * 1e9,
                    help="GPU memory read latency, ns (default: %(default)g, an assumption)")
 
+def _calibration(args, out):
+    """The calibration: fitted and written first with ``--calibrate``, else loaded."""
+    if not args.calibrate:
+        return load_calibration(args.calibration or CALIBRATION_PATH)
+    calibration = args.calibration or (CALIBRATION_PATH if args.doc is not None
+                                       else out / CALIBRATION_PATH.name)
+    compare = args.compare_csv if Path(args.compare_csv).exists() else None
+    cal = write_calibration(args.bench_csv, calibration, compare_csv=compare)
+    print(f"wrote {calibration} (fitted to {args.bench_csv}"
+          f"{' and ' + compare if compare else ''})")
+    return cal
 
-def run(args):
-    """``scin study``: (re)fit if asked, then write the section of docs/SCALE.md, its plots
-    and CSVs."""
-    started = time.monotonic()
+
+def _study(args):
+    """Check the options (before any work), fit or load the calibration: the :class:`Study`
+    and the document to write."""
     ports, planes = _counts(args.ports, "--ports", 2), _counts(args.planes, "--planes", 1)
     for option in ("bench_csv",) + (("compare_csv",) if args.calibrate else ()):
         if not Path(getattr(args, option)).is_file():
             raise ValueError(f"argument --{option.replace('_', '-')}: no such file "
                              f"{getattr(args, option)!r}")
     out = doc_folder(args, "study", SCALE_FOLDER)
-    if args.calibrate:
-        calibration = args.calibration or (CALIBRATION_PATH if args.doc is not None
-                                           else out / CALIBRATION_PATH.name)
-        compare = args.compare_csv if Path(args.compare_csv).exists() else None
-        cal = write_calibration(args.bench_csv, calibration, compare_csv=compare)
-        print(f"wrote {calibration} (fitted to {args.bench_csv}"
-              f"{' and ' + compare if compare else ''})")
-    else:
-        cal = load_calibration(args.calibration or CALIBRATION_PATH)
-    hop_s, mem_s = args.hop_ns * 1e-9, args.mem_ns * 1e-9
+    cal = _calibration(args, out)
     doc = doc_target(args, "study", SCALE_DOC)
     out.mkdir(parents=True, exist_ok=True)
     try:
         rel = out.resolve().relative_to(doc.resolve().parent).as_posix()
     except ValueError:
         rel = out.resolve().as_posix()
-    validation, vrows = validation_section(cal, args.bench_csv)
-    compare_path = Path(args.compare_csv)
-    if compare_path.exists():
-        compared, crows = compare_section(cal, compare_path)
-    else:
-        compared, crows = (f"## Validation against `scin compare`\n\n{compare_path} does not "
-                           "exist: run `scin compare` for NVLS and ring points."), []
-    push_path = Path(args.bench_csv).with_name(PUSH_PATH.name)
-    pushed = push_section(cal, push_path) if push_path.exists() else (
-        f"## Validation against `scin bench-push`\n\n{push_path} does not exist: run `scin "
-        "bench-push` for push points.")
-    scale, scale_rows = scale_section(cal, hop_s, mem_s, out, rel, ports, planes)
-    llm_text, lrows = llm_section(cal, hop_s, mem_s, out, rel)
+    argv = getattr(args, "argv", None)
+    command = "scin study" + (" " + " ".join(argv) if argv else "")
+    return Study(cal, args.hop_ns * 1e-9, args.mem_ns * 1e-9, out, rel, ports, planes, command,
+                 current_commit()), doc
+
+
+def _sections(ctx, args):
+    """Every generated section, ``{name: text}`` in the order of :data:`SECTIONS`, and the rows
+    of the CSVs."""
+    validation, vrows = validation_section(ctx, args.bench_csv)
+    compared, crows = compare_sections(ctx, Path(args.compare_csv))
+    tables, scale_rows = scale_tables(ctx)
+    llm_text, lrows = llm_sections(ctx)
+    sections = dict([("scale-status", status_section(ctx, vrows, crows)),
+                     ("scale-calibration", calibration_section(ctx)),
+                     ("scale-validation", validation), *compared,
+                     ("scale-push", push_section(ctx, Path(args.bench_csv).with_name(
+                         PUSH_PATH.name))),
+                     ("scale-fabric", fabric_section(ctx)), ("scale-tables", tables),
+                     ("scale-ceilings", ceilings_section(ctx)),
+                     ("scale-collectives", collectives_section(ctx)),
+                     ("scale-waves", wave_section(ctx)), ("scale-plots", scale_plots(ctx)),
+                     ("scale-resources", resources_section(ctx)), *llm_text])
+    return sections, vrows, crows, scale_rows, lrows
+
+
+def _write_csvs(out, vrows, crows, scale_rows, lrows):
     _write_csv(scale_rows, out / "scale.csv")
     _write_csv(lrows, out / "llm.csv")
     _write_csv([{k: r[k] for k in ("part", "op", "in_place", "dtype", "size", "endpoints",
@@ -864,58 +861,15 @@ def run(args):
                                                "window", "commit", "cycles", "model",
                                                "error_pct")}
                     for r in crows], out / "compare_validation.csv")
+
+
+def _report(doc, out, vrows, crows, elapsed):
+    """The two summary lines on stdout: the files written and the largest differences."""
     worst = max(abs(r["error_pct"]) for r in vrows)
-    costed = [r for r in crows if r["error_pct"] is not None]
-    by_alg = {alg: max([abs(r["error_pct"]) for r in costed if r["algorithm"] == alg],
-                       default=None) for alg in ("nvls", "ring")}
-    fitted_note = {alg: (f"compare.csv, mechanism forms with 4 fitted own-cycle constants; "
-                         f"within {by_alg[alg]:.2f}% of "
-                         f"{sum(r['algorithm'] == alg for r in costed)} "
-                         "points" if by_alg[alg] is not None else "no compare.csv point")
-                   for alg in by_alg}
-    status = [
-        ["SCIN pull All-Reduce, ReduceScatter, AllGather, Broadcast, Reduce, barrier (fp16/bf16)",
-         "**calibrated** from RTL", "bench.csv; exact at every measured point"],
-        ["SCIN INQ (int8) All-Reduce", "**calibrated** from RTL",
-         f"bench.csv; within {worst:.2f}%"],
-        ["4 -> 8 endpoints", "**calibrated**", "one level of the adder tree"],
-        ["beyond 8 ports (16, 32, 72)", "extrapolated", "one level per doubling (the RTL "
-         "takes at most 8)"],
-        ["NVLink-class link, hop and memory latencies, planes", "stated parameters",
-         "section NVLink-class parameters"],
-        ["SCIN push All-Reduce (fp16 and int8, 4 and 8 endpoints)", "**calibrated** from RTL",
-         "push.csv (`scin bench-push`); exact at every measured point"],
-        ["SCIN push of the other collectives", "modelled", "the All-Reduce's push saving on "
-         "their calibrated pull cycles"],
-        ["NVLS All-Reduce (RTL fabric)", "**calibrated** from RTL", fitted_note["nvls"]],
-        ["ring All-Reduce (RTL fabric)", "**calibrated** from RTL", fitted_note["ring"]],
-        ["NVLS and ring ReduceScatter, AllGather, Broadcast, Reduce", "modelled",
-         "the All-Reduce's calibrated forms and constants with their own packets"],
-        ["NVLS and ring on NVLink-class fabrics", "extrapolated", "the calibrated forms with "
-         "GPUs for endpoints and an NVLS engine per port (section NVLink-class parameters)"],
-        ["LLM compute (roofline H200)", "**modelled only**", "published configs, datasheet"],
-    ]
-    head = [
-        f"Command: `scin study{' ' + ' '.join(args.argv) if getattr(args, 'argv', None) else ''}` "
-        f"(commit {current_commit()}; no RTL run: the model is closed-form, calibrated from "
-        f"`{cal.source}` at commits {', '.join(cal.commits)} and `{cal.compare_source or '-'}` "
-        f"at commit{'s' if len(cal.compare_commits) > 1 else ''} "
-        f"{', '.join(cal.compare_commits) or '-'} and `{cal.push_source or '-'}` at "
-        f"{', '.join(cal.push_commits) or '-'}). Times are modelled unless the "
-        "validation table says *RTL*. The model is `scin.sim.closed_forms` (closed forms and "
-        "the calibration) and `scin.sim.llm` (the inference roofline).", "",
-        "## What is calibrated and what is modelled", "",
-        _table(["figure", "status", "from"], status, ["---", "---", "---"])]
-    elapsed = time.monotonic() - started
-    text = "\n\n".join(["\n".join(head), forms_section(), calibration_section(cal), validation,
-                        compared, pushed, fabric_section(hop_s, mem_s), scale,
-                        resources_section(cal, hop_s, mem_s, ports),
-                        llm_text]) + "\n"
-    text = text.replace("(commit", f"({elapsed:.1f} s, commit", 1)
-    rewrite_section(doc, SECTION, text.rstrip("\n"), title=TITLE)
     print(f"wrote {doc}, {out}/latency.png, bandwidth.png, llm.png, scale.csv, llm.csv, "
           f"validation.csv{', compare_validation.csv' if crows else ''} ({elapsed:.1f} s); "
           f"model against RTL: {len(vrows)} points, largest difference {worst:.2f}%")
+    costed = [r for r in crows if r["error_pct"] is not None]
     if costed:
         parts = []
         for alg in ("scin-fp16", "scin-int8", "nvls", "ring"):
@@ -925,6 +879,18 @@ def run(args):
                 parts.append(f"{alg} N={n} {max(sel):.2f}%")
         print(f"model against RTL compare: {len(costed)} points, largest difference "
               f"{max(abs(r['error_pct']) for r in costed):.2f}% ({'; '.join(parts)})")
+
+
+def run(args):
+    """``scin study``: (re)fit if asked, then write the generated sections of docs/SCALE.md,
+    their plots and CSVs."""
+    started = time.monotonic()
+    ctx, doc = _study(args)
+    sections, vrows, crows, scale_rows, lrows = _sections(ctx, args)
+    _write_csvs(ctx.out, vrows, crows, scale_rows, lrows)
+    for name, text in sections.items():
+        rewrite_section(doc, name, text, title=TITLE)
+    _report(doc, ctx.out, vrows, crows, time.monotonic() - started)
     return 0
 
 

@@ -570,11 +570,19 @@ def test_llm_bad_parameters(call, message):
 # --- the command ---------------------------------------------------------------------------
 
 def test_scin_study_writes_the_document(tmp_path, capsys):
+    """`scin study --doc FILE` on a copy of docs/SCALE.md rewrites every generated section, in
+    the order of SECTIONS, and keeps the hand-written text around them byte for byte."""
     from scin.scripts.cli import main
+    from scin.scripts.study import SCALE_DOC, SECTIONS
     doc = tmp_path / "SCALE.md"
+    doc.write_text(SCALE_DOC.read_text())
     assert main(["study", "--doc", str(doc), "--out", str(tmp_path / "scale"),
                  "--calibration", str(CALIBRATION_PATH)]) == 0
     text = doc.read_text()
+    section = re.compile(r"<!-- ([\w-]+):begin -->\n(.+?)\n<!-- \1:end -->", re.S)
+    assert [m.group(1) for m in section.finditer(text)] == list(SECTIONS)
+    assert section.sub("", text) == section.sub("", SCALE_DOC.read_text())
+    assert all(m.group(2).strip() for m in section.finditer(text))
     for heading in ("## What is calibrated and what is modelled", "## Validation",
                     "## Validation against `scin compare`", "## NVLink-class parameters",
                     "## Scale", "## LLM inference", "### Against the paper"):
