@@ -169,21 +169,7 @@ class PushTableHarness(wiring.Component):
         per, res = params.push_slots_per_resource, params.push_resources
         sizes = {False: f.max_payload, True: params.scale_bytes_per_slot}  # by kind: is_scale
 
-        wt = WaveTable(params)
-        m.submodules.table = wo = OpenBlock(wt, platform)
-        self._break(wo, wt)
-        for i in range(n):
-            connect(m, flipped(self.rdata[i]), wt.rdata[i])
-        m.d.comb += [wt.arm.valid.eq(0), wt.rd.slot.eq(self.rd_slot), wt.rd.en.eq(0),
-                     wt.run.flush.eq(self.flush), wt.run.clear_error.eq(self.clear_error),
-                     wt.push.sync.eq(self.push_sync), wt.push.mask.eq(self.push_mask),
-                     wt.push.rearm.eq(self.push_rearm),
-                     self.push_ready.eq(wt.push.ready), self.push_error.eq(wt.push.error),
-                     self.scales_done.eq(Cat(wt.rd.scales_done)),
-                     self.progress.eq(wt.status.progress), self.counters.eq(wt.counters)]
-        m.d.comb += [self.avail[i].eq(wt.rd.avail[i]) for i in range(n)]
-        p.assume(m, "reads_existing_slots", self.rd_slot < params.table_slots)
-        p.assume(m, "asks_existing_resources", self.push_sync < res)
+        wo = self._attach(m, platform)
 
         table = self._push_space()
         count, data_done, scale_done = table.count, table.data_done, table.scale_done
@@ -247,6 +233,29 @@ class PushTableHarness(wiring.Component):
                               error)
         self._covers(m, heads, count, data_done, Cat(outsiders).any(), error)
         return m
+
+    def _attach(self, m, platform):
+        """The wave table (with the broken variant's tie, if any), its ports joined to the
+        harness's, arming and reads off; assumed: reads of existing slots and pushes to existing
+        resources. Returns the open table."""
+        p, params = self.properties, self._params
+        n = params.fabric.ports
+        wt = WaveTable(params)
+        m.submodules.table = wo = OpenBlock(wt, platform)
+        self._break(wo, wt)
+        for i in range(n):
+            connect(m, flipped(self.rdata[i]), wt.rdata[i])
+        m.d.comb += [wt.arm.valid.eq(0), wt.rd.slot.eq(self.rd_slot), wt.rd.en.eq(0),
+                     wt.run.flush.eq(self.flush), wt.run.clear_error.eq(self.clear_error),
+                     wt.push.sync.eq(self.push_sync), wt.push.mask.eq(self.push_mask),
+                     wt.push.rearm.eq(self.push_rearm),
+                     self.push_ready.eq(wt.push.ready), self.push_error.eq(wt.push.error),
+                     self.scales_done.eq(Cat(wt.rd.scales_done)),
+                     self.progress.eq(wt.status.progress), self.counters.eq(wt.counters)]
+        m.d.comb += [self.avail[i].eq(wt.rd.avail[i]) for i in range(n)]
+        p.assume(m, "reads_existing_slots", self.rd_slot < params.table_slots)
+        p.assume(m, "asks_existing_resources", self.push_sync < params.push_resources)
+        return wo
 
     def _push_space(self):
         """The specification's push space, per push slot ``j`` (table slot ``slots + j``) and
