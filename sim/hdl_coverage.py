@@ -665,18 +665,24 @@ def render_report(cov, *, waivers, command, commit, notes=(), root=REPO_ROOT):
             "(class and function, or Verilog module) and text, `FILE::SCOPE::TEXT` "
             "(sim/line_keys.py), so that edits elsewhere in the file do not move it; a waiver "
             "that names no line of the source stops the report.", ""]
+    out += _uncovered_rows(cov, waivers, root)
+    return "\n".join(out) + "\n"
+
+
+def _uncovered_rows(cov, waivers, root):
+    """The report's table of uncovered lines (or "None."): each with its source text at ``root``
+    and its waiver's reason, or "not reached by any test"."""
     uncovered = sorted(key for key, hits in cov.lines.items() if not hits)
     if not uncovered:
-        out.append("None.")
-    else:
-        out += ["| line | source | reason |", "| --- | --- | --- |"]
-        texts = {}
-        for path, line in uncovered:
-            if path not in texts:
-                source = Path(root) / path
-                texts[path] = source.read_text().splitlines() if source.exists() else []
-            text = texts[path][line - 1].strip() if line <= len(texts[path]) else "?"
-            text = text.replace("|", "\\|").replace("`", "'")
-            reason = waivers.get((path, line), "not reached by any test")
-            out.append(f"| `{path}:{line}` | `{text}` | {reason} |")
-    return "\n".join(out) + "\n"
+        return ["None."]
+    out = ["| line | source | reason |", "| --- | --- | --- |"]
+    texts = {}
+    for path, line in uncovered:
+        if path not in texts:
+            source = Path(root) / path
+            texts[path] = source.read_text().splitlines() if source.exists() else []
+        text = texts[path][line - 1].strip() if line <= len(texts[path]) else "?"
+        text = text.replace("|", "\\|").replace("`", "'")
+        reason = waivers.get((path, line), "not reached by any test")
+        out.append(f"| `{path}:{line}` | `{text}` | {reason} |")
+    return out
