@@ -34,9 +34,9 @@ from cocotb.triggers import Combine
 from scin.hdl.packet import FabricParams
 from scin.hdl.endpoint.axi import AxiParams, Burst, Resp
 from scin.hdl.endpoint.bridge import bridge_axi_params
-from scin.sim.runner import run_cocotb, verilog_for
-from scin.sim.testbench.env import cocotb_module, start, tb_config, tb_rng
+from scin.sim.testbench.env import start, tb_config, tb_rng
 from scin.sim.testbench.streams import StreamSink, StreamSource, pause_generator
+from scin.tb.cocotb_run import run_block
 
 
 MEM_SIZE = 1 << 16
@@ -449,9 +449,7 @@ def test_axi_memory_conformance(sim, width):
     params, kwargs = CONFIGS[width]
     make = lambda: endpoint.FlatAxiMemory(params, size=MEM_SIZE, **kwargs)
     rounds = 24 if sim == "verilator" else 4
-    run_cocotb(verilog_path=verilog_for(make, "flat_axi_memory",
-                                        f"{params!r},{MEM_SIZE},{kwargs!r}", top_module=endpoint),
-               top="flat_axi_memory", test_module=cocotb_module(__file__), sim=sim,
-               testcase=["master_random", "raw_bursts"],
-               config={"data_width": params.data_width, "id_width": params.id_width,
-                       "reorder": kwargs["reorder"], "rounds": rounds})
+    run_block(__file__, sim, "flat_axi_memory", make, f"{params!r},{MEM_SIZE},{kwargs!r}",
+              top_module=endpoint, testcase=["master_random", "raw_bursts"],
+              config={"data_width": params.data_width, "id_width": params.id_width,
+                      "reorder": kwargs["reorder"], "rounds": rounds})

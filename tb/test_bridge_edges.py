@@ -20,9 +20,9 @@ import cocotb
 from cocotb.triggers import ClockCycles
 
 from scin.hdl.packet import Opcode, Status
-from scin.sim.runner import run_cocotb, verilog_for
-from scin.sim.testbench.env import cocotb_module, read_int
+from scin.sim.testbench.env import read_int
 from scin.tb.endpoint_setup import FAULT_PAGE, FB, PARAMS, PORT, bridge_bench, packet
+from scin.tb.cocotb_run import run_block
 
 
 def _check_counters(dut, dropped, rejected):
@@ -144,6 +144,5 @@ def test_bridge_edges(sim):
     """Both scenarios in one simulator run, on the model ``test_bridge_axiram`` builds."""
     from scin.sim.tops import endpoint
     make = lambda: endpoint.FlatAxiBridge(PARAMS, port=PORT)
-    run_cocotb(verilog_path=verilog_for(make, "flat_axi_bridge", f"{PORT}", top_module=endpoint),
-               top="flat_axi_bridge", test_module=cocotb_module(__file__), sim=sim,
-               testcase=["atomic_read_error", "malformed_packets"], config={})
+    run_block(__file__, sim, "flat_axi_bridge", make, f"{PORT}", top_module=endpoint,
+              testcase=["atomic_read_error", "malformed_packets"], config={})

@@ -29,11 +29,11 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from scin.hdl.packet import OPCODE_CLASS, FabricParams, Opcode, Status
 from scin.hdl.endpoint.read_train import train_piece_bytes
-from scin.sim.runner import run_cocotb, verilog_for
-from scin.sim.testbench.env import cocotb_module, read_int
+from scin.sim.testbench.env import read_int
 from scin.sim.testbench.traffic import train_pieces
 from scin.tb.endpoint_setup import (FAULT_PAGE, FB, MEM_SIZE, PARAMS, PORT, bridge_bench,
                                     fail_page, packet, split)
+from scin.tb.cocotb_run import run_block
 
 
 PIECE = train_piece_bytes(PARAMS)
@@ -273,10 +273,10 @@ def test_bridge_trains(sim):
     """The four scenarios in one simulator run, on the model ``test_bridge_axiram`` builds."""
     from scin.sim.tops import endpoint
     make = lambda: endpoint.FlatAxiBridge(PARAMS, port=PORT)
-    run_cocotb(verilog_path=verilog_for(make, "flat_axi_bridge", f"{PORT}", top_module=endpoint),
-               top="flat_axi_bridge", test_module=cocotb_module(__file__), sim=sim,
-               testcase=["read_trains", "read_train_axi_error", "bad_read_trains",
-                         "posted_writes", "read_train_throughput"], config={})
+    run_block(__file__, sim, "flat_axi_bridge", make, f"{PORT}", top_module=endpoint,
+              testcase=["read_trains", "read_train_axi_error", "bad_read_trains", "posted_writes",
+                        "read_train_throughput"],
+              config={})
 
 
 @pytest.mark.parametrize("params", [FabricParams.default_for(64), FabricParams(flit_width=128),

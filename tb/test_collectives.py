@@ -22,18 +22,18 @@ import numpy as np
 import pytest
 from cocotb.triggers import RisingEdge
 
-from scin.hdl.isa import Op, FlagMode, DType, Isa
+from scin.hdl.isa import Op, FlagMode, DType
 from scin.hdl.isa.plan import paired
 from scin.sim import numerics
 from scin.sim.collective_buffers import (Buffers, in_place_buffers, input_regions,
                                          result_regions)
-from scin.sim.runner import verilog_for, run_cocotb
-from scin.sim.testbench.env import tb_config, cocotb_module
+from scin.sim.testbench.env import tb_config
 from scin.sim.testbench.isa_program import load_program
 
 from scin.tb.isa_setup import (SRC, DST, SSRC, SDST, FLAG, DATA_FLAGS, isa_params, make_inputs,
                                flag_word, counters, start_isa)
 from scin.tb.simulators import sim_params
+from scin.tb.cocotb_run import run_isa
 
 
 BUFS = Buffers(SRC, DST, SSRC, SDST)
@@ -287,9 +287,7 @@ def test_paired_allgather_faults():
     Verilator only: a 4 KiB collective takes Icarus minutes (module docstring)."""
     cfg = {"op": "allgather", "elements": 2048, "stalls": True}
     params = isa_params(cfg)
-    path = verilog_for(lambda: Isa(params), "isa", repr(params))
-    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim="verilator",
-               config=cfg, testcase="faults_during_each_operation")
+    run_isa(__file__, "verilator", params, config=cfg, testcase="faults_during_each_operation")
 
 
 def _icarus_form(runs):
@@ -302,9 +300,7 @@ def test_collective_faults(sim, op):
     simulators (with random pauses on Verilator)."""
     cfg = {"op": op, "stalls": sim == "verilator"}
     params = isa_params(cfg)
-    path = verilog_for(lambda: Isa(params), "isa", repr(params))
-    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
-               config=cfg, testcase="faults_during_each_operation")
+    run_isa(__file__, sim, params, config=cfg, testcase="faults_during_each_operation")
 
 
 @pytest.mark.parametrize("sim, op", sim_params(RUNS, {op: {} for op in RUNS}))
@@ -314,6 +310,4 @@ def test_collective(sim, op):
     runs = RUNS[op] if sim == "verilator" else _icarus_form(RUNS[op])
     cfg = {"op": op, "runs": runs, "stalls": sim == "verilator"}
     params = isa_params(cfg)
-    path = verilog_for(lambda: Isa(params), "isa", repr(params))
-    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
-               config=cfg, testcase="collectives_match_golden_model")
+    run_isa(__file__, sim, params, config=cfg, testcase="collectives_match_golden_model")

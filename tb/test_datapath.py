@@ -25,10 +25,10 @@ from scin.hdl.isa.datapath import Datapath, input_layout, lanes16, lanes8, outpu
 from scin.hdl.isa.datapath.common import check_params
 from scin.hdl.isa import DType
 from scin.sim import numerics
-from scin.sim.runner import run_cocotb, verilog_for
-from scin.sim.testbench.env import cocotb_module, start, tb_config, tb_rng
+from scin.sim.testbench.env import start, tb_config, tb_rng
 from scin.sim.testbench.streams import StreamSink, StreamSource, pause_generator
 from scin.tb.simulators import needs_icarus
+from scin.tb.cocotb_run import run_block
 
 
 # ---------------------------------------------------------------------------------------------
@@ -459,10 +459,8 @@ ON = {"verilator": {(4, 256), (8, 256)},
     for sim in ("verilator", "icarus") for c in CONFIGS if tuple(c.values) in ON[sim]])
 def test_datapath(sim, n, w):
     make = lambda: Datapath(n_inputs=n, flit_width=w)
-    v = verilog_for(make, "datapath", f"n{n}w{w}")
-    run_cocotb(verilog_path=v, top="datapath", test_module=cocotb_module(__file__), sim=sim,
-               config={"n": n, "w": w, "latency": Datapath.latency_for(n),
-                       "short": sim == "icarus"})
+    run_block(__file__, sim, "datapath", make, f"n{n}w{w}",
+              config={"n": n, "w": w, "latency": Datapath.latency_for(n), "short": sim == "icarus"})
 
 
 @pytest.mark.parametrize("kwargs,message", [

@@ -18,12 +18,12 @@ from scin.hdl.endpoint.bridge import bridge_axi_params
 from scin.hdl.endpoint.accelerator import (AccOp, EventKind, FLAG_LAYOUT, command_layout,
                                            event_layout, pattern_bytes, xor_fold)
 from scin.hdl.codec import pack, unpack
-from scin.sim.runner import run_cocotb, verilog_for
 from scin.sim.testbench.backdoor import MemoryBackdoor
-from scin.sim.testbench.env import cocotb_module, read_int, start, tb_config, tb_rng
+from scin.sim.testbench.env import read_int, start, tb_config, tb_rng
 from scin.sim.testbench.streams import StreamSink, StreamSource
 from scin.tb.endpoint_setup import (FB, MEM_SIZE, PARAMS, PORT, BridgeTb, Cycles, Monitor,
                                     idle_inputs, packet, pauses, split)
+from scin.tb.cocotb_run import run_block
 
 
 MEMORY_AXI = AxiParams(data_width=256, addr_width=48, id_width=4, user_width=1)
@@ -192,10 +192,9 @@ def test_axi_memory(sim, latency, reorder, storage):
     from scin.hdl.endpoint.memory import AxiMemory
     make = lambda: AxiMemory(MEMORY_AXI, size=MEMORY_TEST_SIZE, latency=latency, reorder=reorder,
                              outstanding=8, storage=storage, name="mem")
-    run_cocotb(verilog_path=verilog_for(make, "axi_memory", f"{latency},{reorder},{storage}"),
-               top="axi_memory", test_module=cocotb_module(__file__), sim=sim,
-               testcase=["memory_random", "memory_throughput"],
-               config={"latency": latency, "reorder": reorder})
+    run_block(__file__, sim, "axi_memory", make, f"{latency},{reorder},{storage}",
+              testcase=["memory_random", "memory_throughput"],
+              config={"latency": latency, "reorder": reorder})
 
 
 # ================================================================================================
@@ -515,9 +514,8 @@ def test_endpoint(sim, latency, reorder):
     tests = ["bridge_memory", "bridge_out_of_order", "accelerator_packets", "accelerator_loopback"]
     if not reorder:
         tests.append("bridge_throughput")
-    run_cocotb(verilog_path=verilog_for(make, "endpoint", f"{PORT},{MEM_SIZE},{latency},{reorder}"),
-               top="endpoint", test_module=cocotb_module(__file__), sim=sim, testcase=tests,
-               config={"latency": latency, "reorder": reorder})
+    run_block(__file__, sim, "endpoint", make, f"{PORT},{MEM_SIZE},{latency},{reorder}",
+              testcase=tests, config={"latency": latency, "reorder": reorder})
 
 
 # ================================================================================================
@@ -551,9 +549,8 @@ async def bridge_axiram(dut):
 def test_bridge_axiram(sim):
     from scin.sim.tops import endpoint
     make = lambda: endpoint.FlatAxiBridge(PARAMS, port=PORT)
-    run_cocotb(verilog_path=verilog_for(make, "flat_axi_bridge", f"{PORT}", top_module=endpoint),
-               top="flat_axi_bridge", test_module=cocotb_module(__file__), sim=sim,
-               testcase="bridge_axiram", config={})
+    run_block(__file__, sim, "flat_axi_bridge", make, f"{PORT}", top_module=endpoint,
+              testcase="bridge_axiram", config={})
 
 
 # ================================================================================================

@@ -30,14 +30,12 @@ from cocotb.triggers import ClockCycles
 from scin.hdl.codec import pack, unpack
 from scin.hdl.isa import IsaParams, Op, FlagMode, FlagStatus, flag_layout
 from scin.hdl.isa import DType
-from scin.hdl.isa import Isa
 from scin.hdl.isa import ReadKind, read_tag
 from scin.hdl.packet import FabricParams, MsgClass, Opcode, Status
 from scin.sim import numerics
-from scin.sim.runner import verilog_for, run_cocotb
 from scin.sim.testbench.backdoor import MemoryBackdoor
 from scin.sim.testbench.endpoint_model import EndpointModel
-from scin.sim.testbench.env import tb_config, tb_rng, start, read_int, cocotb_module
+from scin.sim.testbench.env import tb_config, tb_rng, start, read_int
 from scin.sim.testbench.isa_program import load_program
 from scin.sim.testbench.streams import StreamSource, StreamSink, random_pauses
 from scin.sim.testbench.traffic import is_last
@@ -45,6 +43,7 @@ from scin.sim.testbench.traffic import is_last
 from scin.tb.simulators import sim_params
 from scin.tb.isa_setup import (SRC, DST, SSRC, SDST, FLAG, MEM, TEST_TIMEOUT, DATA_FLAGS,
                                isa_params, make_inputs, flag_word, counters)
+from scin.tb.cocotb_run import run_block, run_isa
 
 ERROR, TIMEOUT = FlagStatus.ERROR.value, FlagStatus.TIMEOUT.value
 SLOT = 4096
@@ -355,9 +354,7 @@ def test_isa_faults(sim, testcase):
     """One ISA build shared by every test here and in tb/test_isa.py; random pauses on every
     stream on Verilator, none on Icarus."""
     params = isa_params({})
-    path = verilog_for(lambda: Isa(params), "isa", repr(params))
-    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
-               config={"pauses": sim == "verilator"}, testcase=testcase)
+    run_isa(__file__, sim, params, config={"pauses": sim == "verilator"}, testcase=testcase)
 
 
 # --- System level --------------------------------------------------------------------------------
@@ -458,9 +455,8 @@ def test_system_faults(sim):
     form alone took over 9 minutes on the 2-core CI machine."""
     from scin.hdl.system import System
     sp = system_params()
-    path = verilog_for(lambda: System(sp), "system", repr(sp))
-    run_cocotb(verilog_path=path, top="system", test_module=cocotb_module(__file__), sim=sim,
-               config={"short": sim == "icarus"}, testcase="system_decerr_flags")
+    run_block(__file__, sim, "system", lambda: System(sp), repr(sp),
+              config={"short": sim == "icarus"}, testcase="system_decerr_flags")
 
 
 def test_system_memory_sizes_are_checked():

@@ -19,16 +19,15 @@ from cocotb.triggers import RisingEdge
 
 from scin.hdl.isa import Op, FlagMode, FlagStatus, PushMode, push_mode
 from scin.hdl.isa import DType
-from scin.hdl.isa import Isa
 from scin.hdl.packet import MsgClass, Opcode
 from scin.sim import numerics
-from scin.sim.runner import verilog_for, run_cocotb
-from scin.sim.testbench.env import tb_config, cocotb_module
+from scin.sim.testbench.env import tb_config
 from scin.sim.testbench.isa_program import load_program
 
 from scin.tb.simulators import sim_params
 from scin.tb.isa_setup import (SRC, DST, SSRC, SDST, FLAG, DATA_FLAGS, isa_params,
                                make_inputs, flag_word, counters, start_isa)
+from scin.tb.cocotb_run import run_isa
 
 
 async def wait_flags(dut, eps, generation, timeout=20_000):
@@ -180,9 +179,7 @@ def test_isa_allreduce(sim, case):
     if sim == "icarus":
         cfg.update({"stalls": False, **ICARUS_FORM[case]})
     params = isa_params(cfg)
-    path = verilog_for(lambda: Isa(params), "isa", repr(params))
-    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
-               config=cfg, testcase="allreduce_matches_golden_model")
+    run_isa(__file__, sim, params, config=cfg, testcase="allreduce_matches_golden_model")
 
 
 #: The message size of the scenarios below: 4 KiB (two slots) on Verilator, one 128-byte slot on
@@ -195,10 +192,9 @@ def run_case(sim, testcase):
     messages on Verilator, without pauses and with 128-byte messages on Icarus (module
     docstring)."""
     params = isa_params({})
-    path = verilog_for(lambda: Isa(params), "isa", repr(params))
-    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
-               config={"stalls": sim == "verilator", "elements": SCENARIO_ELEMENTS[sim]},
-               testcase=testcase)
+    run_isa(__file__, sim, params,
+            config={"stalls": sim == "verilator", "elements": SCENARIO_ELEMENTS[sim]},
+            testcase=testcase)
 
 
 @cocotb.test()

@@ -27,10 +27,9 @@ from scin.hdl.packet import FabricParams, MsgClass, Opcode, Status
 from scin.hdl.endpoint.accelerator import (AccOp, EventKind, command_tag_mask,
                                            pattern_bytes, xor_fold)
 from scin.hdl.endpoint.kernel import KERNEL_SLOTS, kernel_slots, kernel_tag
-from scin.sim.runner import run_cocotb, verilog_for
-from scin.sim.testbench.env import cocotb_module
 from scin.tb.nvls_setup import (EVT, FB, KBIT, LATENCY, MC, MEM_SIZE, PARAMS, PORT, SW,
                                 nflits, packet, setup)
+from scin.tb.cocotb_run import run_block
 
 
 def check_kernel(bench, mark, *, op, tag, addr, length, count, window, dest=0, dst=SW,
@@ -239,9 +238,8 @@ def _run(sim, tests, **config):
     from scin.hdl.endpoint.endpoint import Endpoint
     make = lambda: Endpoint(PARAMS, port=PORT, mem_size=MEM_SIZE, latency=LATENCY, reorder=False)
     # The key tb/test_endpoint.py gives this configuration, so both files share one build.
-    run_cocotb(verilog_path=verilog_for(make, "endpoint", f"{PORT},{MEM_SIZE},{LATENCY},False"),
-               top="endpoint", test_module=cocotb_module(__file__), sim=sim, testcase=tests,
-               config=config)
+    run_block(__file__, sim, "endpoint", make, f"{PORT},{MEM_SIZE},{LATENCY},False", testcase=tests,
+              config=config)
 
 
 def test_tags_and_layouts():

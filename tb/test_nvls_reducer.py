@@ -24,10 +24,11 @@ from scin.hdl.isa import DType
 from scin.hdl.nvls.fp32_add import FP32_QNAN, Fp32Adder
 from scin.hdl.nvls.reducer import NvlsReducer, input_layout, output_layout
 from scin.sim import nvls
-from scin.sim.runner import run_cocotb, verilog_for
-from scin.sim.testbench.env import cocotb_module, read_int, start, tb_config, tb_rng
+from scin.sim.runner import verilog_for
+from scin.sim.testbench.env import read_int, start, tb_config, tb_rng
 from scin.sim.testbench.streams import StreamSink, StreamSource, pause_generator
 from scin.tb.simulators import needs_icarus
+from scin.tb.cocotb_run import run_block
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,21 +336,19 @@ def _sim_param(sim, *values, id):
 
 @pytest.mark.parametrize("sim", [_sim_param(s, id="fp32") for s in ("verilator", "icarus")])
 def test_fp32_add(sim):
-    v = verilog_for(Fp32Adder, "nvls_fp32_add", "fp32_add")
-    run_cocotb(verilog_path=v, top="nvls_fp32_add", test_module=cocotb_module(__file__), sim=sim,
-               testcase=ADDER_TESTS, config={"pairs": PAIRS[sim]})
+    run_block(__file__, sim, "nvls_fp32_add", Fp32Adder, "fp32_add", testcase=ADDER_TESTS,
+              config={"pairs": PAIRS[sim]})
 
 
 @pytest.mark.parametrize("sim, n", [_sim_param(s, n, id=f"n{n}w256")
                                     for s in ("verilator", "icarus") for n in (4, 8)])
 def test_reducer(sim, n):
     w = 256
-    v = verilog_for(lambda: NvlsReducer(flit_width=w, members=n, user_width=USER_WIDTH),
-                    "nvls_reducer", f"n{n}w{w}u{USER_WIDTH}")
-    run_cocotb(verilog_path=v, top="nvls_reducer", test_module=cocotb_module(__file__), sim=sim,
-               testcase=REDUCER_TESTS,
-               config={"n": n, "w": w, "u": USER_WIDTH, "flits": FLITS[sim, n],
-                       "latency": NvlsReducer.latency_for(n)})
+    run_block(__file__, sim, "nvls_reducer",
+              lambda: NvlsReducer(flit_width=w, members=n, user_width=USER_WIDTH),
+              f"n{n}w{w}u{USER_WIDTH}", testcase=REDUCER_TESTS,
+              config={"n": n, "w": w, "u": USER_WIDTH, "flits": FLITS[sim, n],
+                      "latency": NvlsReducer.latency_for(n)})
 
 
 @pytest.mark.parametrize("top, make", [

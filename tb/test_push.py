@@ -13,14 +13,14 @@ import cocotb
 import pytest
 from cocotb.triggers import RisingEdge
 
-from scin.hdl.isa import Isa, Op, DType, FlagMode, FlagStatus, PushMode, push_mode
+from scin.hdl.isa import Op, DType, FlagMode, FlagStatus, PushMode, push_mode
 from scin.sim import numerics
-from scin.sim.runner import verilog_for, run_cocotb
-from scin.sim.testbench.env import tb_config, cocotb_module
+from scin.sim.testbench.env import tb_config
 from scin.sim.testbench.isa_program import load_program
 
 from scin.tb.isa_setup import (SRC, DST, SSRC, SDST, FLAG, DATA_FLAGS, isa_params, make_inputs,
                                flag_word, counters, start_isa)
+from scin.tb.cocotb_run import run_isa
 
 ERROR = FlagStatus.ERROR.value
 
@@ -264,9 +264,7 @@ def test_pushed_gather_and_broadcast(sim, case):
     params = isa_params({})
     cfg = dict(GB_CASES[case], stalls=sim == "verilator",
                **GB_ICARUS.get(case, {}) if sim == "icarus" else {})
-    path = verilog_for(lambda: Isa(params), "isa", repr(params))
-    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
-               config=cfg, testcase="pushed_gather_and_broadcast")
+    run_isa(__file__, sim, params, config=cfg, testcase="pushed_gather_and_broadcast")
 
 
 #: ReduceScatter cases: per-rank counts whose shards start inside a slot (fp16: 1056 B x 4),
@@ -285,9 +283,7 @@ def test_pushed_reduce_scatter(sim, case):
     params = isa_params({})
     icarus = RS_ICARUS.get(case, {}) if sim == "icarus" else {}
     cfg = dict(RS_CASES[case], stalls=sim == "verilator", **icarus)
-    path = verilog_for(lambda: Isa(params), "isa", repr(params))
-    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
-               config=cfg, testcase="pushed_reduce_scatter")
+    run_isa(__file__, sim, params, config=cfg, testcase="pushed_reduce_scatter")
 
 
 #: Message size: 4 KiB on Verilator, 128 bytes on Icarus (the module docstring).
@@ -299,7 +295,5 @@ ELEMENTS = {"verilator": 2048, "icarus": 64}
                                       "bad_push_descriptor_then_good"])
 def test_push_scenario(sim, testcase):
     params = isa_params({})
-    path = verilog_for(lambda: Isa(params), "isa", repr(params))
-    run_cocotb(verilog_path=path, top="isa", test_module=cocotb_module(__file__), sim=sim,
-               config={"stalls": sim == "verilator", "elements": ELEMENTS[sim]},
-               testcase=testcase)
+    run_isa(__file__, sim, params, config={"stalls": sim == "verilator", "elements": ELEMENTS[sim]},
+            testcase=testcase)

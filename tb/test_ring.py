@@ -31,11 +31,10 @@ from scin.sim.nvls import nvls_reduce
 from scin.sim.nvls_run import NvlsSystem
 from scin.sim.ring_allreduce import (RingAllReduce, add16, program, ring_golden, ring_inputs,
                                      run_ring_allreduce)
-from scin.sim.runner import run_cocotb, verilog_for
-from scin.sim.testbench.env import cocotb_module
 from scin.tb.simulators import sim_params
 from scin.tb.nvls_setup import (FB, KBIT, LATENCY, MC, MEM_SIZE, PARAMS, PORT, SW, nflits,
                                 packet, setup)
+from scin.tb.cocotb_run import run_block
 
 
 # --- the op on the Endpoint ------------------------------------------------------------------
@@ -159,9 +158,8 @@ def test_reduce_send_op(sim, pauses):
     """The op on the Endpoint, with random backpressure and idle cycles, and with none."""
     from scin.hdl.endpoint.endpoint import Endpoint
     make = lambda: Endpoint(PARAMS, port=PORT, mem_size=MEM_SIZE, latency=LATENCY, reorder=False)
-    run_cocotb(verilog_path=verilog_for(make, "endpoint", f"{PORT},{MEM_SIZE},{LATENCY},False"),
-               top="endpoint", test_module=cocotb_module(__file__), sim=sim,
-               testcase=["reduce_send"], config={"pauses": pauses})
+    run_block(__file__, sim, "endpoint", make, f"{PORT},{MEM_SIZE},{LATENCY},False",
+              testcase=["reduce_send"], config={"pauses": pauses})
 
 
 # --- the push mode of the op --------------------------------------------------------------------
@@ -298,9 +296,8 @@ def test_reduce_send_push(sim, case):
     none (timing against the op without push), and a short case, also on Icarus."""
     from scin.hdl.endpoint.endpoint import Endpoint
     make = lambda: Endpoint(PARAMS, port=PORT, mem_size=MEM_SIZE, latency=LATENCY, reorder=False)
-    run_cocotb(verilog_path=verilog_for(make, "endpoint", f"{PORT},{MEM_SIZE},{LATENCY},False"),
-               top="endpoint", test_module=cocotb_module(__file__), sim=sim,
-               testcase=["reduce_send_push"], config={"pauses": PUSH[case][0], "case": case})
+    run_block(__file__, sim, "endpoint", make, f"{PORT},{MEM_SIZE},{LATENCY},False",
+              testcase=["reduce_send_push"], config={"pauses": PUSH[case][0], "case": case})
 
 
 # --- the golden model ------------------------------------------------------------------------

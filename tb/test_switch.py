@@ -12,11 +12,11 @@ import pytest
 from cocotb.triggers import ClockCycles
 
 from scin.hdl.packet import FabricParams, MsgClass, NUM_CLASSES
-from scin.sim.runner import verilog_for, run_cocotb
 from scin.sim.tops import fabric
-from scin.sim.testbench.env import start, tb_config, tb_rng, read_int, cocotb_module
+from scin.sim.testbench.env import start, tb_config, tb_rng, read_int
 from scin.sim.testbench.streams import StreamSource, StreamSink, pause_generator
 from scin.sim.testbench.traffic import random_packet, split_packets, header_of
+from scin.tb.cocotb_run import run_block
 
 
 CREDITS, LATENCY, ISA_DEPTH = 16, 4, 16
@@ -141,11 +141,11 @@ async def switch_latency(dut):
 def _run(sim, ports, testcase="switch_all_to_all", **cfg):
     params = params_for(ports)
     top = f"switch_harness{ports}"
-    v = verilog_for(lambda: fabric.SwitchHarness(params, credits=CREDITS, latency=LATENCY,
-                                                 isa_depth=ISA_DEPTH),
-                    top, f"{params!r} {CREDITS} {LATENCY} {ISA_DEPTH}", top_module=fabric)
-    run_cocotb(verilog_path=v, top=top, test_module=cocotb_module(__file__), sim=sim,
-               testcase=testcase, config=dict(ports=ports, latency=LATENCY, **cfg))
+    run_block(__file__, sim, top,
+              lambda: fabric.SwitchHarness(params, credits=CREDITS, latency=LATENCY,
+                                           isa_depth=ISA_DEPTH),
+              f"{params!r} {CREDITS} {LATENCY} {ISA_DEPTH}", top_module=fabric, testcase=testcase,
+              config=dict(ports=ports, latency=LATENCY, **cfg))
 
 
 ALL = list(range(NUM_CLASSES))

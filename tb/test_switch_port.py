@@ -20,11 +20,11 @@ from cocotb.triggers import RisingEdge, ClockCycles
 from scin.hdl.codec import unpack
 from scin.hdl.switch.filter import error_layout
 from scin.hdl.packet import FabricParams, MsgClass, Opcode, NUM_CLASSES
-from scin.sim.runner import verilog_for, run_cocotb
 from scin.sim.tops import fabric
-from scin.sim.testbench.env import start, tb_config, tb_rng, read_int, cocotb_module
+from scin.sim.testbench.env import start, tb_config, tb_rng, read_int
 from scin.sim.testbench.streams import StreamSource, StreamSink, pause_generator
 from scin.sim.testbench.traffic import random_packet, split_packets, make_packet, header_of
+from scin.tb.cocotb_run import run_block
 
 
 #: Narrow flits keep builds and simulations fast; the port logic does not depend on the width.
@@ -242,11 +242,11 @@ async def port_bad_input(dut):
 
 def _run(sim, testcase, **cfg):
     top = "port_harness"
-    v = verilog_for(lambda: fabric.PortHarness(PARAMS, credits=CREDITS, latency=LATENCY,
-                                               isa_depth=ISA_DEPTH),
-                    top, f"{PARAMS!r} {CREDITS} {LATENCY} {ISA_DEPTH}", top_module=fabric)
-    run_cocotb(verilog_path=v, top=top, test_module=cocotb_module(__file__), sim=sim,
-               testcase=testcase, config=cfg)
+    run_block(__file__, sim, top,
+              lambda: fabric.PortHarness(PARAMS, credits=CREDITS, latency=LATENCY,
+                                         isa_depth=ISA_DEPTH),
+              f"{PARAMS!r} {CREDITS} {LATENCY} {ISA_DEPTH}", top_module=fabric, testcase=testcase,
+              config=cfg)
 
 
 PAUSES = [("none", "none"), ("random", "random"), ("bursty", "bursty")]

@@ -18,12 +18,12 @@ from cocotb.triggers import RisingEdge, ClockCycles
 from scin.hdl.packet import FabricParams, MsgClass, NUM_CLASSES
 from scin.hdl.transport import TRANSPORT_LATENCY, credits_for_full_rate
 from scin.hdl.transport.port import CREDIT_LOOP_OVERHEAD
-from scin.sim.runner import verilog_for, run_cocotb
 from scin.sim.tops import fabric
-from scin.sim.testbench.env import start, tb_config, tb_rng, read_int, cocotb_module
+from scin.sim.testbench.env import start, tb_config, tb_rng, read_int
 from scin.sim.testbench.streams import StreamSource, StreamSink, pause_generator
 from scin.sim.testbench.traffic import random_packet, split_packets, make_packet, CLASS_OPCODE
 from scin.tb.stream_bench import run_bench
+from scin.tb.cocotb_run import run_block
 
 
 #: Narrow flits keep the Verilator builds small; the transport logic does not depend on the width
@@ -161,10 +161,10 @@ async def transport_rate(dut):
 
 def _run(sim, testcase, *, credits, latency, **cfg):
     top = "transport_pair"
-    v = verilog_for(lambda: fabric.TransportPair(PARAMS, credits=credits, latency=latency), top,
-                    f"{PARAMS!r} credits={credits} latency={latency}", top_module=fabric)
-    run_cocotb(verilog_path=v, top=top, test_module=cocotb_module(__file__), sim=sim,
-               testcase=testcase, config=dict(credits=credits, latency=latency, **cfg))
+    run_block(__file__, sim, top,
+              lambda: fabric.TransportPair(PARAMS, credits=credits, latency=latency),
+              f"{PARAMS!r} credits={credits} latency={latency}", top_module=fabric,
+              testcase=testcase, config=dict(credits=credits, latency=latency, **cfg))
 
 
 @pytest.mark.parametrize("src_mode,snk_mode", [("none", "none"), ("random", "random"),
