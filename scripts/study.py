@@ -126,44 +126,32 @@ def _worst(rows, key="error_pct"):
 
 # --- validation against the RTL -------------------------------------------------------------------
 
-def status_section(ctx, vrows, crows):
-    """Which figure is calibrated against the RTL and which is modelled or extrapolated."""
+def status_section(ctx, vrows, crows, push_rows):
+    """How closely each calibrated figure meets the RTL: points and largest difference per
+    source CSV (which figure is calibrated and which modelled is the page's text)."""
     cal = ctx.cal
-    worst = max(abs(r["error_pct"]) for r in vrows)
     costed = [r for r in crows if r["error_pct"] is not None]
-    fitted = {}
-    for alg in ("nvls", "ring"):
-        sel = [abs(r["error_pct"]) for r in costed if r["algorithm"] == alg]
-        fitted[alg] = (f"compare.csv, mechanism forms with 4 fitted own-cycle constants; within "
-                       f"{max(sel):.2f}% of {len(sel)} points" if sel else "no compare.csv point")
-    status = [
-        ["SCIN pull All-Reduce, ReduceScatter, AllGather, Broadcast, Reduce, barrier (fp16/bf16)",
-         "**calibrated** from RTL", "bench.csv; exact at every measured point"],
-        ["SCIN INQ (int8) All-Reduce", "**calibrated** from RTL",
-         f"bench.csv; within {worst:.2f}%"],
-        ["4 -> 8 endpoints", "**calibrated**", "one level of the adder tree"],
-        ["beyond 8 ports (16, 32, 72)", "extrapolated", "one level per doubling (the RTL "
-         "takes at most 8)"],
-        ["NVLink-class link, hop and memory latencies, planes", "stated parameters",
-         "section NVLink-class parameters"],
-        ["SCIN push All-Reduce (fp16 and int8, 4 and 8 endpoints)", "**calibrated** from RTL",
-         "push.csv (`scin bench-push`); exact at every measured point"],
-        ["SCIN push of the other collectives", "modelled", "the All-Reduce's push saving on "
-         "their calibrated pull cycles"],
-        ["NVLS All-Reduce (RTL fabric)", "**calibrated** from RTL", fitted["nvls"]],
-        ["ring All-Reduce (RTL fabric)", "**calibrated** from RTL", fitted["ring"]],
-        ["NVLS and ring ReduceScatter, AllGather, Broadcast, Reduce", "modelled",
-         "the All-Reduce's calibrated forms and constants with their own packets"],
-        ["NVLS and ring on NVLink-class fabrics", "extrapolated", "the calibrated forms with "
-         "GPUs for endpoints and an NVLS engine per port (section NVLink-class parameters)"],
-        ["LLM compute (roofline H200)", "**modelled only**", "published configs, datasheet"],
-    ]
+
+    def largest(values, unit="%"):
+        return f"{max(values, key=abs):+.2f}{unit}" if values else "-"
+    body = []
+    for name, dtype in (("SCIN pull, every collective (fp16)", "fp16"),
+                        ("SCIN INQ (int8) All-Reduce", "int8")):
+        sel = [r["error_pct"] for r in vrows if r["dtype"] == dtype]
+        body.append([name, f"`{cal.source}`", len(sel), largest(sel)])
+    push = [r["model"] - r["cycles"] for r in push_rows if r["mode"] == "push"]
+    body.append(["SCIN push All-Reduce", f"`{cal.push_source or '-'}`", len(push),
+                 f"{max(push, key=abs, default=0):+d} cycles" if push else "-"])
+    for name, alg in (("NVLS (RTL fabric)", "nvls"), ("ring (RTL fabric)", "ring")):
+        sel = [r["error_pct"] for r in costed if r["algorithm"] == alg]
+        body.append([name, f"`{cal.compare_source or '-'}`", len(sel), largest(sel)])
     line = _provenance(ctx, f"no RTL run: calibrated from `{cal.source}` at commits "
                        f"{_commits(cal.commits)}, `{cal.compare_source or '-'}` at "
                        f"{_commits(cal.compare_commits)} and `{cal.push_source or '-'}` at "
                        f"{_commits(cal.push_commits)}")
-    return "\n".join([line, "", _table(["figure", "status", "from"], status,
-                                       ["---", "---", "---"])])
+    return "\n".join([line, "", _table(["figure", "measured in", "RTL points",
+                                        "largest difference"], body,
+                                       ["---", "---", "---:", "---:"])])
 
 
 def calibration_section(ctx):
@@ -335,14 +323,16 @@ def compare_sections(ctx, compare_csv):
 
 def push_section(ctx, push_csv):
     """The model against every row of ``scin bench-push``'s CSV (pull and push), with what the
-    hop-table push form used before this calibration gave."""
+    hop-table push form used before this calibration gave: ``(text, rows)``, each row with its
+    ``model`` cycles."""
     cal = ctx.cal
     if not push_csv.exists():
-        return f"{push_csv} does not exist: run `scin bench-push` for push points."
+        return f"{push_csv} does not exist: run `scin bench-push` for push points.", []
+    rows = read_push_csv(push_csv)
     f = rtl_fabric(cal)
     c = f.isa_cycle_s
     body, worst, moved = [], 0, []
-    for r in read_push_csv(push_csv):
+    for r in rows:
         n, size, dtype, mode = int(r["endpoints"]), int(r["size"]), r["dtype"], r["mode"]
         model = f.cycles(scin_time("allreduce", size, n, f, cal, dtype, mode=mode))
         old = ""
@@ -356,6 +346,7 @@ def push_section(ctx, push_csv):
                                 + packet_flits(size, f, cal.control_flits) * f.flit_s)
                 old = str(prev)
                 moved.append(model - prev)
+        r["model"] = model
         body.append([n, dtype, _size(size), mode, r["cycles"], model,
                      f"{model - r['cycles']:+d}", old])
     line = _provenance(ctx, f"every row of `{push_csv.name}` (`scin bench-push`, commits "
@@ -365,47 +356,27 @@ def push_section(ctx, push_csv):
     return "\n".join([line, "", _table(["N", "dtype", "size", "mode", "RTL (cycles)", "model",
                                         "model - RTL", "before"], body,
                                        ["---:", "---", "---:", "---", "---:", "---:", "---:",
-                                        "---:"])])
+                                        "---:"])]), rows
 
 
 # --- NVLink-class scale ---------------------------------------------------------------------------
 
 def fabric_section(ctx):
-    """The NVLink-class parameters and their sources."""
+    """The NVLink-class parameters the options and the model set (the datasheet figures and
+    the assumptions behind them are the page's text)."""
     rows = [
-        ["NVLink 4 bandwidth", "25 GB/s per link and direction, 18 links per GPU: 450 GB/s per "
-         "direction (900 GB/s total)", "NVIDIA H100 and H200 datasheets (NVLink 900 GB/s)"],
-        ["NVLink 5 bandwidth", "50 GB/s per link and direction, 18 links: 900 GB/s per direction "
-         "(1.8 TB/s total)", "NVIDIA GB200 NVL72 and Blackwell datasheets (NVLink 1.8 TB/s)"],
-        ["NVL72 planes", "18 NVLink Switch chips (9 trays x 2), 72 ports each: one link from "
-         "every GPU to every chip, so 18 planes of 72 ports", "NVIDIA GB200 NVL72 (1,296 links / "
-         "18 chips = 72 ports)"],
-        ["HGX H200 planes", "4 NVSwitch chips; the 18 links split 5/4/4/5, modelled as 4 equal "
-         "planes", "NVIDIA HGX H200 / DGX H100 system architecture"],
-        ["one-way hop", f"{ctx.hop_s * 1e9:.0f} ns", "the SCIN prototype's measured "
-         "endpoint-to-switch latency (paper section V); NVIDIA publishes none for NVLink. Swept "
-         "below"],
-        ["memory read", f"{ctx.mem_s * 1e9:.0f} ns", "assumption (HBM load latency order)"],
-        ["ISA clock", f"{NVLINK_ISA_HZ / 1e9:.1f} GHz", "assumption (an ASIC ISA; its own "
-         "cycles are the RTL's, calibrated)"],
-        ["packets", f"4 KiB payload, {FLIT_BYTES} B flits, 1 header + 1 control flit per packet",
-         "this RTL's protocol, calibrated; the paper's simulated system had 360 GB/s payload of "
-         "its links, a heavier header overhead than ours"],
-        ["NVLS packets and window", f"{NVLS_PACKET_BYTES} B `ld_reduce` and `st` packets; as "
-         "many `ld_reduce`s in flight as the round trip needs", "the RTL's and the paper's "
-         f"reduction entry; NCCL's kernel keeps a warp's worth in flight (`scin compare` runs "
-         f"{NVLS_WINDOW} per rank, which the validation uses)"],
-        ["NVLS engine", "one request unit and one reduction sequencer per port", "assumption "
-         "(an NVSwitch serves its ports at once); the RTL's engine has one of each for the "
-         "switch, which would hold NVLS to one 1 KiB packet per 6 ISA cycles + 32 flit times"],
-        ["GPU endpoints", f"ring additions at the link's rate, results stored locally; atomic "
-         f"adds {NVLINK_ATOMIC_S * 1e9:g} ns each, one at a time per word", "assumption (a "
-         "GPU's HBM outruns its NVLink; a same-address atomic at its L2); the RTL's "
-         "accelerator model reads through one port and its bridge takes a memory read per "
-         "atomic, which stay in the RTL fabric's model"],
+        ["one-way hop", f"{ctx.hop_s * 1e9:.0f} ns", "`--hop-ns`"],
+        ["memory read", f"{ctx.mem_s * 1e9:.0f} ns", "`--mem-ns`"],
+        ["ISA clock", f"{NVLINK_ISA_HZ / 1e9:.1f} GHz", "`NVLINK_ISA_HZ`"],
+        ["packets", f"4 KiB payload, {FLIT_BYTES} B flits, 1 header + "
+         f"{ctx.cal.control_flits} control flit per packet", "the calibration"],
+        ["NVLS packets and window", f"{NVLS_PACKET_BYTES} B `ld_reduce` and `st` packets; "
+         f"`scin compare` runs {NVLS_WINDOW} in flight per rank", "`scin.sim.nvls_model`"],
+        ["GPU atomic add", f"{NVLINK_ATOMIC_S * 1e9:g} ns each, one at a time per word",
+         "`NVLINK_ATOMIC_S`"],
     ]
     line = _provenance(ctx, f"`--hop-ns {ctx.hop_s * 1e9:g}`, `--mem-ns {ctx.mem_s * 1e9:g}`")
-    return "\n".join([line, "", _table(["parameter", "value", "source"], rows,
+    return "\n".join([line, "", _table(["parameter", "value", "set by"], rows,
                                        ["---", "---", "---"])])
 
 
@@ -836,11 +807,10 @@ def _sections(ctx, args):
     compared, crows = compare_sections(ctx, Path(args.compare_csv))
     tables, scale_rows = scale_tables(ctx)
     llm_text, lrows = llm_sections(ctx)
-    sections = dict([("scale-status", status_section(ctx, vrows, crows)),
+    pushed, prows = push_section(ctx, Path(args.bench_csv).with_name(PUSH_PATH.name))
+    sections = dict([("scale-status", status_section(ctx, vrows, crows, prows)),
                      ("scale-calibration", calibration_section(ctx)),
-                     ("scale-validation", validation), *compared,
-                     ("scale-push", push_section(ctx, Path(args.bench_csv).with_name(
-                         PUSH_PATH.name))),
+                     ("scale-validation", validation), *compared, ("scale-push", pushed),
                      ("scale-fabric", fabric_section(ctx)), ("scale-tables", tables),
                      ("scale-ceilings", ceilings_section(ctx)),
                      ("scale-collectives", collectives_section(ctx)),
