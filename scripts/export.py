@@ -19,6 +19,7 @@ from ..hdl.paper import FLIT_WIDTH, PORTS
 from ..hdl.toplevel import toplevel_ports
 from ..sim.runner import extra_sources, verilog_for
 from .options import default_out, integer, out_dir
+from .outputs import write_text
 
 
 __all__ = ["select_blocks", "port_list", "export_verilog", "fabric_arguments", "fabric_params",
@@ -62,8 +63,8 @@ def export_verilog(out_dir, params, names=None, log=print):
         component = factory(params)
         path = verilog_for(lambda: component, name, repr(params))
         target = out_dir / f"{name}.v"
-        target.write_text(path.read_text())
-        (out_dir / f"{name}.ports.json").write_text(json.dumps({
+        write_text(target, path.read_text())
+        write_text(out_dir / f"{name}.ports.json", json.dumps({
             "top": name, "description": description, "clock": "clk", "reset": "rst",
             "reset_kind": "synchronous, active high",
             "params": dataclasses.asdict(params),
@@ -73,7 +74,7 @@ def export_verilog(out_dir, params, names=None, log=print):
         written.append(target)
         for extra in extra_sources(path):
             # Hand-written simulation models the design instantiates (e.g. scin_sim_ram).
-            (out_dir / extra.name).write_text(extra.read_text())
+            write_text(out_dir / extra.name, extra.read_text())
             log(f"{'':16s} {out_dir / extra.name}  (instantiated by {name})")
     return written
 

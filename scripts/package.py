@@ -36,6 +36,7 @@ from .export import export_verilog, fabric_arguments, fabric_params
 from .ip_wrapper import describe, interfaces, wrapper_name, wrapper_verilog
 from .lint import LINT_WAIVERS
 from .options import default_out, out_dir, real
+from .outputs import write_text
 
 
 __all__ = ["TOPS", "VENDOR", "LIBRARY", "vlnv", "core_text", "package_top", "package",
@@ -117,16 +118,16 @@ def package_top(top, out, params, freq_hz, log=print):
     models = [extra.name for extra in extra_sources(verilog)]   # copied beside it by the export
     component = factory(params)
     wrapper = f"{wrapper_name(top)}.v"
-    (folder / wrapper).write_text(wrapper_verilog(top, component, description, freq_hz))
+    write_text(folder / wrapper, wrapper_verilog(top, component, description, freq_hz))
     sources = [f"{top}.v", wrapper]
-    (folder / f"{top}.f").write_text("".join(f"{name}\n" for name in models + sources))
-    (folder / f"scin_{top}.core").write_text(core_text(top, description, sources, models))
+    write_text(folder / f"{top}.f", "".join(f"{name}\n" for name in models + sources))
+    write_text(folder / f"scin_{top}.core", core_text(top, description, sources, models))
     ports_json = folder / f"{top}.ports.json"
     info = json.loads(ports_json.read_text())
     buses, plain = interfaces(component)
     info["ip"] = {"wrapper": wrapper_name(top), "vlnv": vlnv(top),
                   "simulation_only": top in SIMULATION_ONLY, **describe(buses, plain, freq_hz)}
-    ports_json.write_text(json.dumps(info, indent=2) + "\n")
+    write_text(ports_json, json.dumps(info, indent=2) + "\n")
     log(f"{top:12s} {folder}/  ({vlnv(top)}; {len(buses)} bus interface(s), "
         f"{len(plain)} plain port(s))")
     return folder
