@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 
-__all__ = ["file_lock", "setup_environment", "verilator_bin_dir", "VERILATOR_MAKE_VARS",
-           "have_icarus", "REPO_ROOT", "BUILD_ROOT"]
+__all__ = ["file_lock", "setup_environment", "build_jobs", "verilator_bin_dir",
+           "VERILATOR_MAKE_VARS", "have_icarus", "REPO_ROOT", "BUILD_ROOT"]
 
 #: The repository root (the folder holding ``pyproject.toml``).
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -65,8 +65,17 @@ def setup_environment():
     # Ours replace any the caller set, since the build key assumes them.
     words = [w for w in os.environ.get("MAKEFLAGS", "").split()
              if w.split("=", 1)[0] not in VERILATOR_MAKE_VARS]
+    # A model's C++ files compile one per core (a caller's own -j is kept): the build of the
+    # 4-endpoint system is about 50 files, and a cold build is most of a first run's time.
+    if not any(w.startswith("-j") for w in words):
+        words.insert(0, f"-j{build_jobs()}")
     words += [f"{var}={value}" for var, value in VERILATOR_MAKE_VARS.items()]
     os.environ["MAKEFLAGS"] = " ".join(words)
+
+
+def build_jobs():
+    """The C++ compilations a model's build runs at once: one per core this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def have_icarus():
