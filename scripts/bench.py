@@ -27,7 +27,8 @@ from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, ROOTED_O
 from ..sim.models import PACKET_BYTES, nvls_cycles, ring_cycles
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
-from .options import add_out_doc, doc_folder, doc_target, integer
+from .options import (add_out_doc, checked, choice_list, doc_folder, doc_target, integer,
+                      integer_list, size, size_list)
 from .outputs import replacing
 from .plotting import finish, pyplot, series_style
 
@@ -515,37 +516,40 @@ def add_arguments(p):
     """The options of ``scin bench``."""
     p.add_argument("--parts", default=",".join(PARTS),
                    help="which sweeps to run, comma-separated from %(default)s")
-    p.add_argument("--sizes", default=",".join(SIZES), help="message sizes (default: %(default)s)")
+    p.add_argument("--sizes", type=checked(size_list(2)), default=",".join(SIZES),
+                   help="message sizes (default: %(default)s)")
     p.add_argument("--large", action="store_true",
                    help=f"also run {', '.join(LARGE_SIZES)} (long: minutes per run)")
-    p.add_argument("--dtypes", default="fp16,int8",
+    p.add_argument("--dtypes", type=checked(choice_list(("fp16", "bf16", "int8"))),
+                   default="fp16,int8",
                    help="dtypes of the size sweep (default: %(default)s)")
-    p.add_argument("--capacity", default="32KiB",
+    p.add_argument("--capacity", type=checked(size(4096)), default="32KiB",
                    help="wave-table capacity per participant for the size sweeps "
                         "(default: %(default)s)")
-    p.add_argument("--default-waves", type=int, default=8,
+    p.add_argument("--default-waves", type=integer(1), default=8,
                    help="outstanding waves for the size sweeps (default: %(default)s)")
-    p.add_argument("--waves", default="1,2,4,8,16",
+    p.add_argument("--waves", type=checked(integer_list(1)), default="1,2,4,8,16",
                    help="outstanding waves to sweep (default: %(default)s)")
-    p.add_argument("--waves-size", default="1MiB",
+    p.add_argument("--waves-size", type=checked(size(2)), default="1MiB",
                    help="message size of the waves and capacity sweeps (default: %(default)s)")
-    p.add_argument("--waves-capacity", default="64KiB",
+    p.add_argument("--waves-capacity", type=checked(size(4096)), default="64KiB",
                    help="table capacity of the waves sweep (default: %(default)s)")
-    p.add_argument("--capacities", default="16KiB,32KiB,64KiB,128KiB",
+    p.add_argument("--capacities", type=checked(size_list(4096)),
+                   default="16KiB,32KiB,64KiB,128KiB",
                    help="capacities to sweep (default: %(default)s)")
-    p.add_argument("--endpoints", default="8", metavar="LIST",
+    p.add_argument("--endpoints", type=checked(integer_list(2, 8)), default="8", metavar="LIST",
                    help="endpoint counts of the endpoints sweep, fp16 (default: %(default)s; "
                         "4 endpoints are in the size sweep)")
     p.add_argument("--ops", default=",".join(OP_CASES),
                    help="the op sweep's cases, each an operation with an optional ':in-place' "
                         "(allgather:in-place:pairs: on an ISA built with gather_pairs; default: "
                         "%(default)s)")
-    p.add_argument("--op-sizes", default=",".join(OP_SIZES),
+    p.add_argument("--op-sizes", type=checked(size_list(2)), default=",".join(OP_SIZES),
                    help="per-rank sizes of the op sweep (default: %(default)s)")
-    p.add_argument("--root", type=int, default=1,
+    p.add_argument("--root", type=integer(0, 7), default=1,
                    help="the root rank of the op sweep's broadcast and reduce "
                         "(default: %(default)s)")
-    p.add_argument("--hop-size", default="64B",
+    p.add_argument("--hop-size", type=checked(size(2)), default="64B",
                    help="the op sweep also traces every case hop by hop at this size on Icarus "
                         "(slow: about 2 minutes a case) and writes the op-hops section "
                         "(default: %(default)s)")

@@ -31,7 +31,7 @@ from ..hdl.paper import CLOCK_MHZ, FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY
 from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
-from .options import add_out_doc, doc_folder, doc_target, integer
+from .options import add_out_doc, checked, doc_folder, doc_target, integer, integer_list, size_list
 from .outputs import replacing
 from .plotting import finish, pyplot, series_style
 
@@ -243,8 +243,10 @@ def add_arguments(p):
     p.add_argument("--op", choices=OPS, default="allreduce",
                    help="the collective measured, with NCCL's semantics (default: %(default)s; "
                         "ring runs the All-Reduce only)")
-    p.add_argument("--endpoints", default="4,8", help="endpoint counts (default: %(default)s)")
-    p.add_argument("--sizes", default=",".join(SIZES), help="message sizes (default: %(default)s)")
+    p.add_argument("--endpoints", type=checked(integer_list(2, 8)), default="4,8", metavar="LIST",
+                   help="endpoint counts, 4 or 8 (default: %(default)s)")
+    p.add_argument("--sizes", type=checked(size_list(2)), default=",".join(SIZES),
+                   help="message sizes (default: %(default)s)")
     p.add_argument("--large", action="store_true",
                    help=f"also {', '.join(LARGE_SIZES)} (long: minutes per point)")
     p.add_argument("--algorithms", default=None,

@@ -23,7 +23,7 @@ from ..sim.toolchain import REPO_ROOT
 
 __all__ = ["OUT_ROOT", "Parser", "integer", "real", "size", "integer_list", "size_list",
            "out_dir", "out_file", "json_file", "default_out", "add_out_doc", "doc_folder",
-           "doc_target"]
+           "doc_target", "choice_list", "checked"]
 
 #: The work folder of the commands that write reports: ``out/`` under the checkout (environment
 #: ``SCIN_OUT_DIR``), one folder per command.
@@ -152,6 +152,29 @@ def _check_writable(folder):
     except OSError as exc:
         raise argparse.ArgumentTypeError(f"cannot write into {str(folder)!r} "
                                          f"({exc.strerror or exc})") from None
+
+
+def choice_list(choices):
+    """The type of a comma list of values from ``choices``."""
+    def parse(text):
+        items = _items(text)
+        bad = [item for item in items if item not in choices]
+        if bad:
+            raise argparse.ArgumentTypeError(f"must be a comma list of {', '.join(choices)}, "
+                                             f"not {text!r}")
+        return items
+    parse.__name__ = "list"
+    return parse
+
+
+def checked(parse):
+    """The type that checks the text with ``parse`` (one of the types above) and keeps the text,
+    for an option its command reads as text."""
+    def keep(text):
+        parse(text)
+        return text
+    keep.__name__ = parse.__name__
+    return keep
 
 
 def _writable_parent(path):

@@ -17,7 +17,7 @@ from ..hdl import paper as prototype
 from ..sim.toolchain import REPO_ROOT
 from . import executor
 from .docs_section import current_commit, rewrite_section, section_block
-from .options import add_out_doc, doc_folder, doc_target
+from .options import add_out_doc, checked, doc_folder, doc_target, integer_list
 from .outputs import replacing
 from .plotting import finish, pyplot, series_style
 
@@ -161,10 +161,12 @@ def add_arguments(parser):
     parser.add_argument("--paper", action="store_true",
                         help=f"only the paper's configuration ({prototype.PORTS} ports, "
                              f"{prototype.FLIT_WIDTH}-bit flits)")
-    parser.add_argument("--ports", default="4,8,16", metavar="LIST",
+    parser.add_argument("--ports", type=checked(integer_list(2, 16)), default="4,8,16",
+                        metavar="LIST",
                         help=f"port counts of the scaling at {prototype.FLIT_WIDTH}-bit flits "
                              "(default: %(default)s)")
-    parser.add_argument("--flits", default="64,128,256", metavar="LIST",
+    parser.add_argument("--flits", type=checked(integer_list(64, 512)), default="64,128,256",
+                        metavar="LIST",
                         help=f"flit widths of the scaling at {prototype.PORTS} ports (default: "
                              "%(default)s)")
     parser.add_argument("--block", action="append", type=_blocks, metavar="NAME[,NAME]",
