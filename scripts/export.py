@@ -33,7 +33,7 @@ def select_blocks(names=None, synthesizable=False):
         return {n: b for n, b in BLOCKS.items() if not (synthesizable and n in SIMULATION_ONLY)}
     unknown = [n for n in names if n not in BLOCKS]
     if unknown:
-        raise ValueError(f"unknown block(s) {', '.join(unknown)}; "
+        raise ValueError(f"argument --block: unknown block(s) {', '.join(unknown)}; "
                          f"known: {', '.join(sorted(BLOCKS))}")
     return {n: BLOCKS[n] for n in names}
 

@@ -56,6 +56,8 @@ CASES = [
     (["timing", "--block", "feeder", "--paths", "-1"], "--paths"),
     (["timing", "--block", "nope"], "--block"),
     (["lint", "--blok", "isa"], "--blok"),
+    (["lint", "--block", "nope"], "--block"),
+    (["synth", "--block", "nope"], "--block"),
     (["build", "--board", "vu13p-endpoint", "--port", "-1"], "--port"),
     (["build", "--board", "ulx3s-85f", "--seed", "-1"], "--seed"),
     (["build", "--board", "vu13p-endpoint", "--out", "{file}"], "--out"),
