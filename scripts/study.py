@@ -787,9 +787,9 @@ def _study(args):
             raise ValueError(f"argument --{option.replace('_', '-')}: no such file "
                              f"{getattr(args, option)!r}")
     out = doc_folder(args, "study", SCALE_FOLDER)
+    out.mkdir(parents=True, exist_ok=True)
     cal = _calibration(args, out)
     doc = doc_target(args, "study", SCALE_DOC)
-    out.mkdir(parents=True, exist_ok=True)
     try:
         rel = out.resolve().relative_to(doc.resolve().parent).as_posix()
     except ValueError:

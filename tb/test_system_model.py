@@ -598,6 +598,19 @@ def test_scin_study_writes_the_document(tmp_path, capsys):
                      r"\d+\.\d\d% \(scin-fp16 N=4", out)
 
 
+def test_scin_study_calibrates_into_a_new_folder(tmp_path):
+    """`scin study --calibrate --out DIR` with DIR not there yet fits the calibration into it:
+    the tracked calibration's constants (the sources' paths are written as given)."""
+    from scin.scripts.cli import main
+    out = tmp_path / "new"
+    assert main(["study", "--calibrate", "--out", str(out)]) == 0
+
+    def constants(path):
+        return {k: v for k, v in json.loads(path.read_text()).items()
+                if not k.endswith("source")}
+    assert constants(out / "calibration.json") == constants(CALIBRATION_PATH)
+
+
 def test_scin_study_rejects_a_bad_latency(capsys):
     from scin.scripts.cli import main
     with pytest.raises(SystemExit) as exit_info:
