@@ -4,7 +4,10 @@ Each check names the parameter as the user passed it (``"isa.capacity"``, ``"cre
 error raised at construction points at the argument to change, never at an internal one.
 """
 
-__all__ = ["check_int", "check_choice", "check_type", "check_power_of_two"]
+from amaranth.hdl import Shape
+
+
+__all__ = ["check_int", "check_choice", "check_type", "check_power_of_two", "check_shape"]
 
 
 def check_type(name, value, cls):
@@ -53,4 +56,17 @@ def check_choice(name, value, choices):
         names = [repr(c) if isinstance(c, str) else str(c) for c in choices]
         listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
         raise ValueError(f"{name} must be {listed}, not {value!r}")
+    return value
+
+
+def check_shape(name, value):
+    """Raise :class:`TypeError` unless ``value`` is a payload shape (a width, a ``Shape``, a data
+    layout or another shape-castable; not a bool); return ``value``."""
+    try:
+        Shape.cast(value)
+        ok = not isinstance(value, bool)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise TypeError(f"{name} must be a width, a Shape or a data layout, not {value!r}")
     return value

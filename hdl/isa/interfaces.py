@@ -21,14 +21,16 @@ the wave table); the other side uses ``In(...)`` of the same signature, i.e. its
 The data streams run issuer -> feeder -> copy path -> datapath -> copy path -> write-back; the
 copy path (:class:`~.copy_path.CopyPath`) steers a copying operation's slots past the datapath.
 
-Counters: every block that counts has a ``counters`` member (``Out`` of a struct of
-``COUNTER_BITS``-bit fields named as in :func:`counters_layout`); the ISA sums them by name.
+Counters follow :mod:`scin.hdl.lib.counters`: every block that counts has a ``counters`` member
+(:func:`block_counters_layout` of the names it counts, fields of :func:`counters_layout`); the ISA
+sums them by name.
 """
 
 from amaranth.hdl import Shape
 from amaranth.lib import wiring, data
 from amaranth.lib.wiring import In, Out
 
+from ..lib.counters import COUNTER_BITS, counters_layout as named_counters_layout
 from ..packet import flag_layout
 from .descriptor import descriptor_layout
 from .dtype import DType, DatapathStatus
@@ -42,8 +44,6 @@ __all__ = ["COUNTER_BITS", "GENERATION_BITS", "counters_layout", "block_counters
            "ProgramPort", "BarrierQuery", "RunControl", "IssueControl", "ReadStatus",
            "WriteStatus", "WaveTableRead", "SlotRelease", "PushControl"]
 
-#: Width of every performance and error counter (a choice: wrapping 32-bit counters).
-COUNTER_BITS = 32
 #: Width of a barrier generation: the ``generation`` field of the completion flag.
 GENERATION_BITS = flag_layout()["generation"].width
 
@@ -72,14 +72,12 @@ _COUNTERS = (
 def counters_layout():
     """Performance and error counters of the ISA, readable by the testbench (``COUNTER_BITS``
     each, wrapping). ``docs/ISA.md`` (Counters) documents each one."""
-    return data.StructLayout({name: COUNTER_BITS for name in _COUNTERS})
+    return named_counters_layout(_COUNTERS)
 
 
 def block_counters_layout(*names):
     """The ``counters`` member of one block: the named fields of :func:`counters_layout`."""
-    unknown = set(names) - set(_COUNTERS)
-    assert not unknown, f"not ISA counters: {sorted(unknown)}"
-    return data.StructLayout({name: COUNTER_BITS for name in names})
+    return named_counters_layout(names, known=_COUNTERS)
 
 
 def message_layout(params):

@@ -1,9 +1,10 @@
 """Isa: the In-Switch Accelerator, wired from its blocks (paper Fig. 4, right)."""
 
 from amaranth.hdl import Module, Signal, ResetInserter
-from amaranth.lib import wiring, fifo
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
+from ..lib import Queue, sum_counters
 from ..packet import MsgClass
 from ..transport import packet_signature
 from ..transport.signature import ParamsComponent, engine_members
@@ -108,8 +109,8 @@ class Isa(ParamsComponent):
         m.submodules.copy = copy = CopyPath(p)
         dp = Datapath(n_inputs=f.ports, flit_width=f.flit_width)
         # Jobs wait here between issue, reduction and write-back: at most one per slot.
-        feed_jobs = fifo.SyncFIFOBuffered(width=job_layout(p).size, depth=max(2, p.slots))
-        wb_jobs = fifo.SyncFIFOBuffered(width=job_layout(p).size, depth=max(2, p.slots))
+        feed_jobs = Queue(job_layout(p), depth=max(2, p.slots))
+        wb_jobs = Queue(job_layout(p), depth=max(2, p.slots))
         # An aborted collective (watchdog) leaves nothing behind in these: they hold no counter
         # and no packet half sent to the fabric, so a reset is the whole clean-up (the datapath's
         # INT8 block state included). The blocks with counters or fabric streams flush themselves.
@@ -133,12 +134,12 @@ class Isa(ParamsComponent):
         # write-back.
         connect(m, tables.alloc, issuer.alloc)
         connect(m, issuer.arm, wt.arm)
-        connect(m, issuer.job, feed_jobs.w_stream)
-        connect(m, feed_jobs.r_stream, feeder.job)
+        connect(m, issuer.job, feed_jobs.i)
+        connect(m, feed_jobs.o, feeder.job)
         connect(m, feeder.rd, wt.rd)
         connect(m, feeder.release, tables.release)
-        connect(m, feeder.wb_job, wb_jobs.w_stream)
-        connect(m, wb_jobs.r_stream, wb.job)
+        connect(m, feeder.wb_job, wb_jobs.i)
+        connect(m, wb_jobs.o, wb.job)
         connect(m, feeder.dp, copy.feed)
         connect(m, copy.dp_in, dp.i)
         connect(m, dp.o, copy.dp_out)
@@ -156,20 +157,7 @@ class Isa(ParamsComponent):
             connect(m, wb.wr[i], flipped(tx[WRITE]))
             m.d.comb += tx[RDATA].valid.eq(0)
 
-        self._sum_counters(m, [ctl, barrier, tables, wt, issuer, feeder, wb, drain])
+        # Without push mode nothing drops a push.
+        sum_counters(m, self.counters, [ctl, barrier, tables, wt, issuer, feeder, wb, drain],
+                     constant=() if p.push_slots else ("bad_pushes",))
         return m
-
-    def _sum_counters(self, m, blocks):
-        """Drive each of ``counters`` with the sum of the blocks' counters of its name; every
-        counter must come from some block."""
-        terms = {}
-        for block in blocks:
-            for name, _ in block.counters.shape():
-                terms.setdefault(name, []).append(block.counters[name])
-        names = [name for name, _ in counters_layout()]
-        if not self._params.push_slots:
-            terms["bad_pushes"] = [0]       # no push mode: nothing to drop
-        missing = set(names) - set(terms)
-        assert sorted(terms) == sorted(names), f"counters without a source: {missing}"
-        for name in names:
-            m.d.comb += self.counters[name].eq(sum(terms[name]))

@@ -1,13 +1,15 @@
 """AckTable: gathers the members' WRITE_RESPs of each st and red, and answers the requester once."""
 
-from amaranth.hdl import Module, Signal, Mux
+from amaranth.hdl import Module, Signal, Mux, Cat
 from amaranth.lib import stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In, Out, connect, flipped
 
+from ..lib import LowestSet, StreamRegister
 from ..packet import MsgClass, Opcode, Status
 from ..params import check_type
 from ..transport.signature import packet_signature
-from .params import NvlsParams, ack_alloc_layout, out_layout
+from .interfaces import entry_alloc_signature
+from .params import NvlsParams, ack_alloc_layout, out_layout, nvls_counters_layout
 
 
 __all__ = ["AckTable"]
@@ -16,12 +18,12 @@ __all__ = ["AckTable"]
 class AckTable(wiring.Component):
     """``acks`` entries, each waiting for the WRITE_RESPs of a set of members.
 
-    ``alloc`` (always ready) arms entry ``entry`` with the requester's port and tag and the
-    members it waits for; ``free``/``entry`` offer the lowest free entry. A WRITE_RESP on
+    ``alloc`` offers the lowest free entry; its ``claim`` (always ready) arms the entry it names
+    with the requester's port and tag and the members it waits for. A WRITE_RESP on
     ``wresp[m]`` whose tag names a busy entry still waiting for member ``m`` clears that member;
     a non-``OK`` status marks the entry. Anything else on ``wresp[m]`` (another opcode, a free
     entry, a member already answered or not waited for, a tag beyond the table) is dropped whole
-    and flagged in ``stale`` (one bit per port, that cycle). The ``wresp`` streams are never
+    and counted in ``stale_wresp``. The ``wresp`` streams are never
     back-pressured, so the members' responses always drain.
 
     An entry with no member left to wait for (at once, for a refused request) is answered on
@@ -31,24 +33,20 @@ class AckTable(wiring.Component):
 
     Members
     -------
-    alloc : In(stream.Signature(ack_alloc_layout))
-    free : Out(1)
-    entry : Out(ack_bits)
+    alloc : In(entry_alloc_signature(ack_alloc_layout, ack_bits))
     wresp : In(packet_signature).array(ports)
     out : Out(stream.Signature(out_layout))
-    stale : Out(ports)
+    counters : Out(stale_wresp)
     """
 
     def __init__(self, params):
         self._params = check_type("params", params, NvlsParams)
         f = params.fabric
         super().__init__({
-            "alloc": In(stream.Signature(ack_alloc_layout(params))),
-            "free":  Out(1),
-            "entry": Out(params.ack_bits),
-            "wresp": In(packet_signature(f)).array(f.ports),
-            "out":   Out(stream.Signature(out_layout(params))),
-            "stale": Out(f.ports),
+            "alloc":    In(entry_alloc_signature(ack_alloc_layout(params), params.ack_bits)),
+            "wresp":    In(packet_signature(f)).array(f.ports),
+            "out":      Out(stream.Signature(out_layout(params))),
+            "counters": Out(nvls_counters_layout("stale_wresp")),
         })
 
     def elaborate(self, platform):
@@ -63,13 +61,13 @@ class AckTable(wiring.Component):
         requester = [Signal(f.port_bits, name=f"requester{e}") for e in range(k)]
         tag = [Signal(f.tag_width, name=f"tag{e}") for e in range(k)]
 
-        # Lowest free entry (the highest index is assigned first so the lowest wins).
-        for e in reversed(range(k)):
-            with m.If(~busy[e]):
-                m.d.comb += [self.free.eq(1), self.entry.eq(e)]
-        a = self.alloc.payload
-        m.d.comb += self.alloc.ready.eq(1)
-        with m.If(self.alloc.valid):
+        m.submodules.lowest_free = lowest = LowestSet(k)
+        m.d.comb += [lowest.bits.eq(~busy), self.alloc.free.eq(lowest.any),
+                     self.alloc.entry.eq(lowest.index)]
+        claim = self.alloc.claim
+        a = claim.payload
+        m.d.comb += claim.ready.eq(1)
+        with m.If(claim.valid):
             with m.Switch(a.entry):
                 for e in range(k):
                     with m.Case(e):
@@ -85,6 +83,9 @@ class AckTable(wiring.Component):
         """Each member's WRITE_RESP stream: clear the member's pending bit of the tagged entry."""
         p = self._params
         f = p.fabric
+        stale = Signal(f.ports)
+        c = self.counters
+        m.d.sync += c.stale_wresp.eq(c.stale_wresp + sum(stale))
         for mem in range(f.ports):
             s = self.wresp[mem]
             in_packet = Signal(name=f"in_packet{mem}")
@@ -107,16 +108,15 @@ class AckTable(wiring.Component):
                                 with m.If(hdr.status != Status.OK):
                                     m.d.sync += error[e].eq(1)
                     with m.Else():
-                        m.d.comb += self.stale[mem].eq(1)
+                        m.d.comb += stale[mem].eq(1)
 
     def _answer(self, m, busy, pending, error, refused, requester, tag):
         """The lowest entry with nothing pending: its WRITE_RESP on ``out``, and the entry freed."""
         p = self._params
         f = p.fabric
-        pick, ready_any = Signal(range(p.acks)), Signal()
-        for e in reversed(range(p.acks)):
-            with m.If(busy[e] & (pending[e] == 0)):
-                m.d.comb += [pick.eq(e), ready_any.eq(1)]
+        m.submodules.lowest_ready = lowest = LowestSet(p.acks)
+        m.d.comb += lowest.bits.eq(Cat(busy[e] & (pending[e] == 0) for e in range(p.acks)))
+        pick = lowest.index
         hdr = Signal(f.header_layout)
         for e in range(p.acks):
             with m.If(pick == e):
@@ -127,11 +127,11 @@ class AckTable(wiring.Component):
                              hdr.addr.eq(0), hdr.dst.eq(requester[e]), hdr.tag.eq(tag[e]),
                              hdr.status.eq(Mux(refused[e], Status.DECERR,
                                                Mux(error[e], Status.SLVERR, Status.OK)))]
-        with m.If(self.out.ready):
-            m.d.sync += self.out.valid.eq(0)
-        with m.If((~self.out.valid | self.out.ready) & ready_any):
-            m.d.sync += [self.out.valid.eq(1), self.out.payload.flit.data.eq(hdr.as_value()),
-                         self.out.payload.flit.last.eq(1), self.out.payload.port.eq(hdr.dst)]
+        m.submodules.out = reg = StreamRegister(out_layout(p))
+        connect(m, reg.o, flipped(self.out))
+        m.d.comb += [reg.i.valid.eq(lowest.any), reg.i.payload.flit.data.eq(hdr.as_value()),
+                     reg.i.payload.flit.last.eq(1), reg.i.payload.port.eq(hdr.dst)]
+        with m.If(reg.i.valid & reg.i.ready):
             for e in range(p.acks):
                 with m.If(pick == e):
                     m.d.sync += busy[e].eq(0)

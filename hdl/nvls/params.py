@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from amaranth.lib import data, enum
 from amaranth.utils import ceil_log2, exact_log2
 
+from ..lib.counters import counters_layout
 from ..packet import FabricParams
 from ..params import check_int, check_type, check_power_of_two
 
@@ -130,11 +131,13 @@ def out_layout(params):
     return data.StructLayout({"flit": f.flit_layout, "port": f.port_bits})
 
 
-#: The engine's counters (32 bits each, wrapping): requests taken by kind; requests refused
-#: (address outside every multicast group, crossing a group's end, or a bad length); member
-#: responses dropped (stale, duplicate or unknown tag).
+#: The engine's counters (``COUNTER_BITS`` each, wrapping): requests taken by kind; requests
+#: refused (address outside every multicast group, crossing a group's end, or a bad length);
+#: member responses dropped (stale, duplicate or unknown tag).
 NVLS_COUNTERS = ("ld_reduces", "stores", "reds", "refused", "stale_rdata", "stale_wresp")
 
 
-def nvls_counters_layout():
-    return data.StructLayout({name: 32 for name in NVLS_COUNTERS})
+def nvls_counters_layout(*names):
+    """The engine's counters (all of :data:`NVLS_COUNTERS`), or one block's: the ``names`` of
+    them it counts (:mod:`scin.hdl.lib.counters`)."""
+    return counters_layout(names or NVLS_COUNTERS, known=NVLS_COUNTERS)

@@ -8,7 +8,9 @@ from ..packet import Opcode
 from ..params import check_type
 from ..transport.round_robin import round_robin
 from ..transport.signature import packet_signature
-from .params import NvlsParams, mc_load_layout, reduce_alloc_layout, ack_alloc_layout, fan_layout
+from .interfaces import entry_alloc_signature
+from .params import (NvlsParams, mc_load_layout, reduce_alloc_layout, ack_alloc_layout, fan_layout,
+                     nvls_counters_layout)
 from .table import MulticastTable
 
 
@@ -18,16 +20,16 @@ __all__ = ["RequestUnit"]
 class RequestUnit(wiring.Component):
     """One request at a time, round robin over every port's REQ and WRITE streams.
 
-    * ``READ`` (``ld_reduce``): allocates a reduction-table entry (``reduce_alloc``, with the
-      entry ``reduce_entry`` offered while ``reduce_free``), then multicasts a ``READ`` of the
-      members' local address, tagged with the entry, to every member.
-    * ``ATOMIC_ADD`` (``red``) and ``WRITE`` (``st``): allocate an ack-table entry
-      (``ack_alloc``) and multicast the request, tagged with that entry, payload included.
+    * ``READ`` (``ld_reduce``): claims the reduction-table entry ``reduce`` offers, then
+      multicasts a ``READ`` of the members' local address, tagged with the entry, to every
+      member.
+    * ``ATOMIC_ADD`` (``red``) and ``WRITE`` (``st``): claim the ack-table entry ``ack`` offers
+      and multicast the request, tagged with that entry, payload included.
     * A request outside every multicast group (or crossing a group's end), or an ``ld_reduce``
       whose length is not a whole number of flits between one flit and ``entry_bytes``, is
       *refused*: it still takes an entry, with no member and ``error`` set, so its answer
       (``DECERR``, a header-only READ_RESP for an ``ld_reduce``) comes through the same path as
-      every other; a refused ``st``'s payload is dropped. ``refused`` pulses.
+      every other; a refused ``st``'s payload is dropped and counted in ``refused``.
 
     The multicast copies leave on ``fan`` with ``src`` = the switch's port, ``inc`` = 0, and the
     ``dst`` left for the engine to fill per member. A request waits (its stream is not read)
@@ -39,14 +41,11 @@ class RequestUnit(wiring.Component):
         Every port's NVLS-bound REQ and WRITE packets.
     load : In(stream.Signature(mc_load_layout))
         The multicast table's write port.
-    reduce_free, ack_free : In(1)
-    reduce_entry : In(entry_bits)
-    ack_entry : In(ack_bits)
-    reduce_alloc : Out(stream.Signature(reduce_alloc_layout))
-    ack_alloc : Out(stream.Signature(ack_alloc_layout))
+    reduce : Out(entry_alloc_signature(reduce_alloc_layout, entry_bits))
+    ack : Out(entry_alloc_signature(ack_alloc_layout, ack_bits))
     fan : Out(stream.Signature(fan_layout))
-    ld_reduce, store, red, refused : Out(1)
-        One-cycle pulses, one per request taken.
+    counters : Out(ld_reduces, stores, reds, refused)
+        The requests taken, by kind, and refused.
     """
 
     def __init__(self, params):
@@ -57,17 +56,11 @@ class RequestUnit(wiring.Component):
             "req":          In(pkt).array(f.ports),
             "wr":           In(pkt).array(f.ports),
             "load":         In(stream.Signature(mc_load_layout(params))),
-            "reduce_free":  In(1),
-            "reduce_entry": In(params.entry_bits),
-            "ack_free":     In(1),
-            "ack_entry":    In(params.ack_bits),
-            "reduce_alloc": Out(stream.Signature(reduce_alloc_layout(params))),
-            "ack_alloc":    Out(stream.Signature(ack_alloc_layout(params))),
+            "reduce":       Out(entry_alloc_signature(reduce_alloc_layout(params),
+                                                      params.entry_bits)),
+            "ack":          Out(entry_alloc_signature(ack_alloc_layout(params), params.ack_bits)),
             "fan":          Out(stream.Signature(fan_layout(params))),
-            "ld_reduce":    Out(1),
-            "store":        Out(1),
-            "red":          Out(1),
-            "refused":      Out(1),
+            "counters":     Out(nvls_counters_layout("ld_reduces", "stores", "reds", "refused")),
         })
 
     def _select(self, m, sel):
@@ -110,18 +103,19 @@ class RequestUnit(wiring.Component):
         fan_hdr_v = Signal(f.header_layout)
         m.d.comb += [fan_hdr_v.eq(hdr), fan_hdr_v.src.eq(f.switch_port), fan_hdr_v.dst.eq(0),
                      fan_hdr_v.inc.eq(0), fan_hdr_v.status.eq(0), fan_hdr_v.addr.eq(table.local),
-                     fan_hdr_v.tag.eq(Mux(is_read, self.reduce_entry, self.ack_entry))]
+                     fan_hdr_v.tag.eq(Mux(is_read, self.reduce.entry, self.ack.entry))]
 
+        claim_r, claim_a = self.reduce.claim, self.ack.claim
         m.d.comb += [
-            self.reduce_alloc.payload.entry.eq(self.reduce_entry),
-            self.reduce_alloc.payload.requester.eq(port), self.reduce_alloc.payload.tag.eq(hdr.tag),
-            self.reduce_alloc.payload.flits.eq(Mux(ok, hdr.length[p.flit_shift:], 0)),
-            self.reduce_alloc.payload.mask.eq(mask),
-            self.reduce_alloc.payload.dtype.eq(table.group.dtype),
-            self.reduce_alloc.payload.error.eq(~ok),
-            self.ack_alloc.payload.entry.eq(self.ack_entry),
-            self.ack_alloc.payload.requester.eq(port), self.ack_alloc.payload.tag.eq(hdr.tag),
-            self.ack_alloc.payload.mask.eq(mask), self.ack_alloc.payload.error.eq(~ok),
+            claim_r.payload.entry.eq(self.reduce.entry),
+            claim_r.payload.requester.eq(port), claim_r.payload.tag.eq(hdr.tag),
+            claim_r.payload.flits.eq(Mux(ok, hdr.length[p.flit_shift:], 0)),
+            claim_r.payload.mask.eq(mask),
+            claim_r.payload.dtype.eq(table.group.dtype),
+            claim_r.payload.error.eq(~ok),
+            claim_a.payload.entry.eq(self.ack.entry),
+            claim_a.payload.requester.eq(port), claim_a.payload.tag.eq(hdr.tag),
+            claim_a.payload.mask.eq(mask), claim_a.payload.error.eq(~ok),
         ]
         fan_mask = Signal(n)
         fan_write = Signal()
@@ -134,13 +128,14 @@ class RequestUnit(wiring.Component):
             with m.State("DECODE"):
                 # Take an entry and keep the multicast copy of the header; the header itself is
                 # read from its stream once the copies have gone out.
-                m.d.comb += [self.reduce_alloc.valid.eq(is_read & self.reduce_free),
-                             self.ack_alloc.valid.eq(~is_read & self.ack_free)]
-                with m.If((self.reduce_alloc.valid & self.reduce_alloc.ready) |
-                          (self.ack_alloc.valid & self.ack_alloc.ready)):
-                    m.d.comb += [self.refused.eq(~ok), self.ld_reduce.eq(ok & is_read),
-                                 self.store.eq(ok & is_write),
-                                 self.red.eq(ok & ~is_read & ~is_write)]
+                m.d.comb += [claim_r.valid.eq(is_read & self.reduce.free),
+                             claim_a.valid.eq(~is_read & self.ack.free)]
+                with m.If((claim_r.valid & claim_r.ready) | (claim_a.valid & claim_a.ready)):
+                    c = self.counters
+                    m.d.sync += [c.refused.eq(c.refused + ~ok),
+                                 c.ld_reduces.eq(c.ld_reduces + (ok & is_read)),
+                                 c.stores.eq(c.stores + (ok & is_write)),
+                                 c.reds.eq(c.reds + (ok & ~is_read & ~is_write))]
                     m.d.sync += [fan_mask.eq(mask), fan_write.eq(is_write),
                                  hdr_flit.data.eq(fan_hdr_v.as_value()),
                                  hdr_flit.last.eq(s_flit.last)]

@@ -6,50 +6,24 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..lib import LowestSet
 from ..packet import Opcode, Status
 from ..params import check_type
 from ..transport.signature import packet_signature
-from .params import NvlsParams, reduce_alloc_layout
+from .interfaces import STAMP_BITS, entry_alloc_signature, entry_view_signature
+from .params import NvlsParams, reduce_alloc_layout, nvls_counters_layout
 
 
-__all__ = ["ResponseBuffer", "entry_view_signature", "STAMP_BITS"]
-
-#: Width of the arrival stamps; arrivals are compared in serial-number order, so the responses of
-#: one entry must arrive within 2**15 cycles of each other (the engine's order is then exact).
-STAMP_BITS = 16
-
-
-def entry_view_signature(params):
-    """What the sequencer sees of its current entry ``cur`` (from the sequencer's side):
-
-    * ``seen[m]``: member ``m``'s response header has arrived; ``stamp[m]`` is when;
-    * ``count[m]``: payload flits of member ``m`` stored so far;
-    * ``error``: some member answered with a status other than ``OK``;
-    * ``rd_en``/``rd_flit``/``rd_data[m]``: a read of flit ``rd_flit`` of every member's
-      response, ``rd_data`` valid the cycle after ``rd_en`` and held while ``rd_en`` is low;
-    * ``clear``: a pulse that frees ``cur`` once the sequencer has read it all.
-    """
-    f = params.fabric
-    n = f.ports
-    cnt = ceil_log2(params.entry_flits + 1)
-    return wiring.Signature({
-        "cur":     Out(params.entry_bits),
-        "seen":    In(n),
-        "stamp":   In(STAMP_BITS).array(n),
-        "count":   In(cnt).array(n),
-        "error":   In(1),
-        "rd_en":   Out(1),
-        "rd_flit": Out(max(1, ceil_log2(params.entry_flits))),
-        "rd_data": In(f.flit_width).array(n),
-        "clear":   Out(1),
-    })
+__all__ = ["ResponseBuffer"]
 
 
 class ResponseBuffer(wiring.Component):
     """Every member's part of every reduction-table entry, in block RAM at that member's port.
 
-    ``arm`` (always ready) marks an entry busy with its members and payload flits; ``free`` and
-    ``entry`` offer the lowest free entry; ``view.clear`` frees ``view.cur``.
+    ``alloc`` offers the lowest free entry; its ``claim`` marks the entry it names busy with its
+    members and payload flits, and passes on to ``order`` in the same cycle (``claim`` is ready
+    while ``order`` is), so the sequencer takes the entries in request order; ``view.clear``
+    frees ``view.cur``.
 
     ``rdata[m]`` (never back-pressured) carries member ``m``'s READ_RESPs. A response is taken
     when its tag names a busy entry that waits for ``m`` and has not yet had ``m``'s response:
@@ -57,28 +31,26 @@ class ResponseBuffer(wiring.Component):
     entry, at most the entry's flits (the rest of an over-long response is dropped). A response
     that ends short counts as complete, so the sequencer never waits for flits that will not
     come (the missing flits hold whatever the entry held before). Any other packet is dropped
-    whole and flagged on ``stale[m]``.
+    whole and counted in ``stale_rdata``.
 
     Members
     -------
-    arm : In(stream.Signature(reduce_alloc_layout))
-    free : Out(1)
-    entry : Out(entry_bits)
+    alloc : In(entry_alloc_signature(reduce_alloc_layout, entry_bits))
+    order : Out(stream.Signature(reduce_alloc_layout))
     rdata : In(packet_signature).array(ports)
     view : In(entry_view_signature)
-    stale : Out(ports)
+    counters : Out(stale_rdata)
     """
 
     def __init__(self, params):
         self._params = check_type("params", params, NvlsParams)
         f = params.fabric
         super().__init__({
-            "arm":   In(stream.Signature(reduce_alloc_layout(params))),
-            "free":  Out(1),
-            "entry": Out(params.entry_bits),
-            "rdata": In(packet_signature(f)).array(f.ports),
-            "view":  In(entry_view_signature(params)),
-            "stale": Out(f.ports),
+            "alloc":    In(entry_alloc_signature(reduce_alloc_layout(params), params.entry_bits)),
+            "order":    Out(stream.Signature(reduce_alloc_layout(params))),
+            "rdata":    In(packet_signature(f)).array(f.ports),
+            "view":     In(entry_view_signature(params)),
+            "counters": Out(nvls_counters_layout("stale_rdata")),
         })
 
     def elaborate(self, platform):
@@ -95,12 +67,14 @@ class ResponseBuffer(wiring.Component):
         stamp = Signal(STAMP_BITS)
         m.d.sync += stamp.eq(stamp + 1)
 
-        for e in reversed(range(k)):
-            with m.If(~busy[e]):
-                m.d.comb += [self.free.eq(1), self.entry.eq(e)]
-        a = self.arm.payload
-        m.d.comb += self.arm.ready.eq(1)
-        with m.If(self.arm.valid):
+        m.submodules.lowest_free = lowest = LowestSet(k)
+        m.d.comb += [lowest.bits.eq(~busy), self.alloc.free.eq(lowest.any),
+                     self.alloc.entry.eq(lowest.index)]
+        claim = self.alloc.claim
+        a = claim.payload
+        m.d.comb += [self.order.valid.eq(claim.valid), self.order.payload.eq(a),
+                     claim.ready.eq(self.order.ready)]
+        with m.If(claim.valid & claim.ready):
             m.d.sync += [busy.bit_select(a.entry, 1).eq(1), st["mask"][a.entry].eq(a.mask),
                          st["flits"][a.entry].eq(a.flits), st["error"][a.entry].eq(0)]
         cur = self.view.cur
@@ -108,11 +82,13 @@ class ResponseBuffer(wiring.Component):
             m.d.sync += busy.bit_select(cur, 1).eq(0)
         m.d.comb += self.view.error.eq(st["error"][cur])
 
+        stale = Signal(n)
+        m.d.sync += self.counters.stale_rdata.eq(self.counters.stale_rdata + sum(stale))
         for mem in range(n):
-            self._member(m, mem, busy, st, stamp)
+            self._member(m, mem, busy, st, stamp, stale)
         return m
 
-    def _member(self, m, mem, busy, st, stamp):
+    def _member(self, m, mem, busy, st, stamp, stale):
         """Member ``mem``'s collector, its RAM, and its part of the view of ``cur``."""
         p = self._params
         f = p.fabric
@@ -148,7 +124,7 @@ class ResponseBuffer(wiring.Component):
                     with m.If(s.payload.last):
                         m.d.sync += done.bit_select(e_idx, 1).eq(1)
                 with m.Else():
-                    m.d.comb += self.stale[mem].eq(1)
+                    m.d.comb += stale[mem].eq(1)
             with m.Elif(taking):
                 room = flit < st["flits"][at]
                 m.d.comb += [wr.en.eq(room), wr.addr.eq(at * ef + flit), wr.data.eq(s.payload.data)]

@@ -2,15 +2,15 @@
 
 from amaranth.hdl import Module, Signal, Mux, Cat
 from amaranth.lib import stream, wiring, data
-from amaranth.lib.fifo import SyncFIFOBuffered
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In, Out, connect, flipped
 from amaranth.utils import ceil_log2
 
+from ..lib import Queue
 from ..packet import MsgClass, Opcode, Status
 from ..params import check_type
 from .params import NvlsParams, McDType, reduce_alloc_layout, out_layout
 from .reducer import NvlsReducer
-from .responses import entry_view_signature, STAMP_BITS
+from .interfaces import entry_view_signature, STAMP_BITS
 
 
 __all__ = ["ReduceSequencer"]
@@ -89,9 +89,8 @@ class ReduceSequencer(wiring.Component):
         f = p.fabric
         n = f.ports
         layout = reduce_alloc_layout(p)
-        m.submodules.queue = queue = SyncFIFOBuffered(width=layout.size, depth=p.entries)
-        m.d.comb += [queue.w_en.eq(self.alloc.valid), queue.w_data.eq(self.alloc.payload),
-                     self.alloc.ready.eq(queue.w_rdy)]
+        m.submodules.queue = queue = Queue(layout, depth=p.entries)
+        connect(m, flipped(self.alloc), queue.i)
         user = _user_layout(p)
         m.submodules.reducer = red = NvlsReducer(flit_width=f.flit_width, members=n,
                                                  user_width=user.size)
@@ -130,9 +129,9 @@ class ReduceSequencer(wiring.Component):
                 s1_dtype.eq(info.dtype), s1_user.port.eq(info.requester)]
         with m.FSM(name="sequence"):
             with m.State("IDLE"):
-                m.d.comb += queue.r_en.eq(1)
-                with m.If(queue.r_rdy):
-                    m.d.sync += info.eq(queue.r_data)
+                m.d.comb += queue.o.ready.eq(1)
+                with m.If(queue.o.valid):
+                    m.d.sync += info.eq(queue.o.payload)
                     m.next = "WAIT"
             with m.State("WAIT"):
                 with m.If((self.view.seen & mask) == mask):

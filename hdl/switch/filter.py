@@ -2,8 +2,9 @@
 
 from amaranth.hdl import Module, Signal, Mux
 from amaranth.lib import wiring, data
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In, Out, connect, flipped
 
+from ..lib import StreamRegister
 from ..packet import MsgClass, Opcode, OPCODE_CLASS
 from ..params import check_type
 from ..transport.signature import check_params, packet_signature
@@ -130,26 +131,23 @@ class PacketFilter(wiring.Component):
             # Without NVLS there is no such state at all (not even one no reset reaches).
             m.d.comb += cur_nvls.eq(Mux(in_packet, to_nvls, nvls))
 
-        isa_take = self.isa.ready | ~self.isa.valid
-        core_take = self.core.ready | ~self.core.valid
-        nvls_out = self.nvls if self._nvls else None
-        nvls_take = (nvls_out.ready | ~nvls_out.valid) if self._nvls else 0
+        # Each output is a register stage; the packet's route picks the one ``i`` waits for.
+        outs = {"isa": self.isa, "core": self.core, **({"nvls": self.nvls} if self._nvls else {})}
+        regs = {}
+        for name, out in outs.items():
+            reg = m.submodules[f"{name}_out"] = StreamRegister(p.flit_layout)
+            connect(m, reg.o, flipped(out))
+            m.d.comb += reg.i.payload.eq(self.i.payload)
+            regs[name] = reg.i
+        nvls_take = regs["nvls"].ready if self._nvls else 0
         with m.If(cur_drop):
             m.d.comb += self.i.ready.eq(1)
         with m.Elif(cur_isa):
-            m.d.comb += self.i.ready.eq(isa_take)
+            m.d.comb += self.i.ready.eq(regs["isa"].ready)
         with m.Elif(cur_nvls):
             m.d.comb += self.i.ready.eq(nvls_take)
         with m.Else():
-            m.d.comb += self.i.ready.eq(core_take)
-
-        with m.If(isa_take):
-            m.d.sync += self.isa.valid.eq(0)
-        with m.If(core_take):
-            m.d.sync += self.core.valid.eq(0)
-        if self._nvls:
-            with m.If(nvls_take):
-                m.d.sync += nvls_out.valid.eq(0)
+            m.d.comb += self.i.ready.eq(regs["core"].ready)
 
         accept = self.i.valid & self.i.ready
         with m.If(accept):
@@ -163,12 +161,9 @@ class PacketFilter(wiring.Component):
                     self.error.bad_length.eq(bad_length),
                     self.error.bad_dst.eq(bad_dst),
                 ]
-            with m.If(~cur_drop):
-                with m.If(cur_isa):
-                    m.d.sync += [self.isa.valid.eq(1), self.isa.payload.eq(self.i.payload)]
-                with m.Elif(cur_nvls):
-                    if self._nvls:
-                        m.d.sync += [nvls_out.valid.eq(1), nvls_out.payload.eq(self.i.payload)]
-                with m.Else():
-                    m.d.sync += [self.core.valid.eq(1), self.core.payload.eq(self.i.payload)]
+        keep = accept & ~cur_drop
+        m.d.comb += [regs["isa"].valid.eq(keep & cur_isa),
+                     regs["core"].valid.eq(keep & ~cur_isa & ~cur_nvls)]
+        if self._nvls:
+            m.d.comb += regs["nvls"].valid.eq(keep & ~cur_isa & cur_nvls)
         return m

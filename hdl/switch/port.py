@@ -1,10 +1,9 @@
 """SwitchPort: one port of the switch (transport, INC demux, ISA queues, ISA/core arbitration)."""
 
 from amaranth.hdl import Module
-from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect, flipped
 
+from ..lib import Queue
 from ..packet import MsgClass, NUM_CLASSES
 from ..params import check_type
 from ..transport import TransportPort
@@ -20,24 +19,6 @@ __all__ = ["SwitchPort", "SwitchOptions", "check_queue_depth"]
 def check_queue_depth(depth, name="isa_depth"):
     """Validate an ISA queue depth, in flits (the rule of :func:`check_credits`)."""
     return check_credits(depth, name)
-
-
-class _Queue(wiring.Component):
-    """A packet-stream FIFO in block RAM (``SyncFIFOBuffered`` with stream ports)."""
-
-    def __init__(self, params, depth):
-        self._width, self._depth = params.flit_layout.size, depth
-        sig = packet_signature(params)
-        super().__init__({"i": In(sig), "o": Out(sig)})
-
-    def elaborate(self, platform):
-        m = Module()
-        fifo = m.submodules.fifo = SyncFIFOBuffered(width=self._width, depth=self._depth)
-        m.d.comb += [
-            fifo.w_en.eq(self.i.valid), fifo.w_data.eq(self.i.payload), self.i.ready.eq(fifo.w_rdy),
-            self.o.valid.eq(fifo.r_rdy), self.o.payload.eq(fifo.r_data), fifo.r_en.eq(self.o.ready),
-        ]
-        return m
 
 
 class SwitchOptions(CreditedComponent):
@@ -130,10 +111,11 @@ class SwitchPort(SwitchOptions):
         m.d.comb += [self.overflow.eq(tp.overflow), self.credit_error.eq(tp.credit_error)]
 
         pulses = {kind: [] for kind in ERROR_KINDS}
+        flits = self._params.flit_layout
         for c in range(NUM_CLASSES):
             cls = MsgClass(c).name.lower()
             flt = m.submodules[f"filter_{cls}"] = PacketFilter(self._params, c, nvls=self._nvls)
-            isa_txq = m.submodules[f"isa_txq_{cls}"] = _Queue(self._params, self._isa_depth)
+            isa_txq = m.submodules[f"isa_txq_{cls}"] = Queue(flits, self._isa_depth)
             arb = m.submodules[f"arbiter_{cls}"] = PacketArbiter(self._params,
                                                                  3 if self._nvls else 2)
             connect(m, tp.rx[c], flt.i)
@@ -141,7 +123,7 @@ class SwitchPort(SwitchOptions):
                 push_writes = flt.isa            # joined to the RDATA queue below; no queue here
                 m.d.comb += self.isa_rx[c].valid.eq(0)
             else:
-                isa_rxq = m.submodules[f"isa_rxq_{cls}"] = _Queue(self._params, self._isa_depth)
+                isa_rxq = m.submodules[f"isa_rxq_{cls}"] = Queue(flits, self._isa_depth)
                 if self._push and c == MsgClass.RDATA.value:
                     merge = m.submodules.isa_rx_merge = PacketArbiter(self._params, 2)
                     connect(m, flt.isa, merge.i[0])
@@ -156,8 +138,8 @@ class SwitchPort(SwitchOptions):
             connect(m, arb.o, tp.tx[c])
             if self._nvls:
                 # The NVLS engine's own queues: its traffic never waits behind the ISA's.
-                nvls_rxq = m.submodules[f"nvls_rxq_{cls}"] = _Queue(self._params, self._isa_depth)
-                nvls_txq = m.submodules[f"nvls_txq_{cls}"] = _Queue(self._params, self._isa_depth)
+                nvls_rxq = m.submodules[f"nvls_rxq_{cls}"] = Queue(flits, self._isa_depth)
+                nvls_txq = m.submodules[f"nvls_txq_{cls}"] = Queue(flits, self._isa_depth)
                 connect(m, flt.nvls, nvls_rxq.i)
                 connect(m, nvls_rxq.o, flipped(self.nvls_rx[c]))
                 connect(m, flipped(self.nvls_tx[c]), nvls_txq.i)
