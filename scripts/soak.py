@@ -16,6 +16,9 @@ import sys
 from .options import integer, json_file, out_file, real, size
 from .outputs import emit_json, write_text
 
+#: ``--traffic-rate``'s default (it does not apply with ``--nvls``).
+TRAFFIC_RATE = 0.3
+
 
 def add_arguments(p):
     """The options of ``scin soak``."""
@@ -29,7 +32,7 @@ def add_arguments(p):
     p.add_argument("--fault-rate", type=real(0, 1), default=0.2,
                    help="share of collectives given a fault: DECERR or a bad descriptor "
                         "(default: 0.2)")
-    p.add_argument("--traffic-rate", type=real(0, 1), default=0.3,
+    p.add_argument("--traffic-rate", type=real(0, 1), default=TRAFFIC_RATE,
                    help="share of collectives raced by ordinary writes (default: 0.3)")
     p.add_argument("--max-size", default=None,
                    help="largest message, 16-bit form (default: 32KiB; with --nvls 4KiB, at most "
@@ -172,6 +175,9 @@ def run(args):
     from ..sim.soak import SoakConfig, run_soak
     from . import executor
     executor.check_arguments(args)
+    if args.nvls and args.traffic_rate != TRAFFIC_RATE:
+        raise ValueError("argument --traffic-rate: does not apply with --nvls (no ordinary "
+                         "writes are drawn there)")
     if args.max_size is not None:
         try:
             size(2)(args.max_size)

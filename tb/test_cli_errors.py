@@ -76,6 +76,7 @@ CASES = [
     (["soak", "--fault-rate", "2"], "--fault-rate"),
     (["soak", "--max-size", "-4KiB"], "--max-size"),
     (["soak", "--seeds", "0"], "--seeds"),
+    (["soak", "--nvls", "--traffic-rate", "0.5"], "--traffic-rate"),
     (["soak", "--coverage-report", "{dir}"], "--coverage-report"),
     (["bench", "--seeds", "0"], "--seeds"),
     (["bench", "--out", "{file}"], "--out"),
