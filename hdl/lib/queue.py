@@ -14,9 +14,11 @@ __all__ = ["Queue"]
 class Queue(wiring.Component):
     """Up to ``depth`` payloads of ``shape``, first in first out.
 
-    ``i`` is ready while the queue has room; ``o`` is valid while it holds a payload, and a
-    payload written in one cycle is readable on ``o`` at the earliest two cycles later (the
-    latency of :class:`~amaranth.lib.fifo.SyncFIFOBuffered`, whose storage is block RAM).
+    ``o`` is valid while it holds a payload; a payload written in one cycle is readable on ``o``
+    at the earliest two cycles later (the latency of :class:`~amaranth.lib.fifo.SyncFIFOBuffered`,
+    whose storage is block RAM). From ``depth`` 3 up, ``i`` is ready whenever fewer than
+    ``depth`` payloads are held; at ``depth`` 1 or 2 it may also refuse a write for the cycle
+    after a write into the empty queue (the inner FIFO's entry is still on its way to ``o``).
 
     Parameters
     ----------
