@@ -101,23 +101,7 @@ class PacketFilterHarness(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p, f = self.properties, self._fabric
-        flt = PacketFilter(f, self._cls)
-        m.submodules.filter = fo = OpenBlock(flt, platform)
-        if self._broken == "drop_not_held":
-            fo.tie("drop", 0)
-        elif self._broken == "length_unchecked":
-            fo.tie("counts_bytes", 0)
-        elif self._broken == "framing_lost":
-            fo.tie("in_packet", 0)
-        elif self._broken == "inc_not_held":
-            fo.tie("to_isa", 0)
-        connect(m, flipped(self.i), flt.i)
-        connect(m, flt.isa, flipped(self.isa))
-        connect(m, flt.core, flipped(self.core))
-        m.d.comb += self.error.eq(flt.error)
-        stream_contract(m, p, self.i, "i", drives="environment")
-        stream_contract(m, p, self.isa, "isa", drives="block")
-        stream_contract(m, p, self.core, "core", drives="block")
+        fo = self._attach(m, platform)
 
         i = self.i
         kinds = self._classify(m)
@@ -180,6 +164,25 @@ class PacketFilterHarness(wiring.Component):
         p.cover(m, "core_receives_packet",
                 self.core.valid & self.core.ready & self.core.payload.last)
         return m
+
+    def _attach(self, m, platform):
+        """The filter (with the broken variant's register tied to 0, if any), its ports joined to
+        the harness's, and the stream contract on each of its streams. Returns the open block."""
+        p = self.properties
+        flt = PacketFilter(self._fabric, self._cls)
+        m.submodules.filter = fo = OpenBlock(flt, platform)
+        broken_register = {"drop_not_held": "drop", "length_unchecked": "counts_bytes",
+                           "framing_lost": "in_packet", "inc_not_held": "to_isa"}
+        if self._broken:
+            fo.tie(broken_register[self._broken], 0)
+        connect(m, flipped(self.i), flt.i)
+        connect(m, flt.isa, flipped(self.isa))
+        connect(m, flt.core, flipped(self.core))
+        m.d.comb += self.error.eq(flt.error)
+        stream_contract(m, p, self.i, "i", drives="environment")
+        stream_contract(m, p, self.isa, "isa", drives="block")
+        stream_contract(m, p, self.core, "core", drives="block")
+        return fo
 
     def _classify(self, m):
         """The kind of the flit on ``i`` read as a header: (bad_opcode, bad_length, bad_dst), at

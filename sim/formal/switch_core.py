@@ -80,22 +80,9 @@ class SwitchCoreHarness(wiring.Component):
         p, f = self.properties, self._fabric
         n, c, layout = f.ports, self._cls.value, f.header_layout
         cls = self._cls.name.lower()
-        core = SwitchCore(f)
-        m.submodules.core = co = OpenBlock(core, platform)
-        if self._broken == "dst_not_held":
-            co.tie(f"dst_{cls}_0", 0)
-        for s in range(n):
-            for k in range(NUM_CLASSES):
-                connect(m, flipped(self.i[s][k]), core.i[s][k])
-                connect(m, core.o[s][k], flipped(self.o[s][k]))
-                if k != c:
-                    p.assume(m, "other_classes_idle", ~self.i[s][k].valid)
+        co = self._attach(m, platform)
         ins = [self.i[s][c] for s in range(n)]
         outs = [self.o[d][c] for d in range(n)]
-        for s in range(n):
-            stream_contract(m, p, ins[s], f"i{s}", drives="environment")
-        for d in range(n):
-            stream_contract(m, p, outs[d], f"o{d}", drives="block")
 
         # Per input: framing, the packet's dst, and where this cycle's flit goes.
         xfer, dst, in_pkt = [], [], []
@@ -156,3 +143,25 @@ class SwitchCoreHarness(wiring.Component):
         p.cover(m, "u_turn", to[1][1] & ins[1].payload.last)
         p.cover(m, "bad_dst_dropped", Cat(dropped).any())
         return m
+
+    def _attach(self, m, platform):
+        """The core (with the broken variant's tie, if any), its ports joined to the harness's;
+        assumed: the other message classes idle; the stream contract on the checked class's
+        streams. Returns the open block."""
+        p, f = self.properties, self._fabric
+        n, c, cls = f.ports, self._cls.value, self._cls.name.lower()
+        core = SwitchCore(f)
+        m.submodules.core = co = OpenBlock(core, platform)
+        if self._broken == "dst_not_held":
+            co.tie(f"dst_{cls}_0", 0)
+        for s in range(n):
+            for k in range(NUM_CLASSES):
+                connect(m, flipped(self.i[s][k]), core.i[s][k])
+                connect(m, core.o[s][k], flipped(self.o[s][k]))
+                if k != c:
+                    p.assume(m, "other_classes_idle", ~self.i[s][k].valid)
+        for s in range(n):
+            stream_contract(m, p, self.i[s][c], f"i{s}", drives="environment")
+        for d in range(n):
+            stream_contract(m, p, self.o[d][c], f"o{d}", drives="block")
+        return co

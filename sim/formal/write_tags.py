@@ -101,22 +101,7 @@ class WriteTagsHarness(wiring.Component):
         tag_layout = write_tag_layout(params)
         ntags, seq_bits = 1 << WRITE_TAG_BITS, params.write_seq_bits
 
-        wt = WriteTags(params)
-        m.submodules.tags = wo = OpenBlock(wt, platform)
-        for i in range(n):
-            rx = wt.wresp[i].payload.data[:hdr_layout.size]
-            rhdr = data.View(hdr_layout, rx)
-            if self._broken == "tag_unchecked":
-                wo.tie(f"wresp_ok{i}", wt.wresp[i].valid & ~wo.probe(f"wresp_body{i}")
-                       & (rhdr.opcode == Opcode.WRITE_RESP) & ~wt.flush)
-            elif self._broken == "seq_unchecked":
-                wo.tie(f"wresp_seq{i}", tag_layout(rhdr.tag).seq)
-            connect(m, flipped(self.wresp[i]), wt.wresp[i])
-        m.d.comb += [wt.mask.eq(self.mask), wt.start.eq(self.start), wt.flush.eq(self.flush),
-                     wt.clear_error.eq(self.clear_error), self.tag.eq(wt.tag),
-                     self.free.eq(wt.free), self.error.eq(wt.error),
-                     self.outstanding.eq(wt.outstanding), self.progress.eq(wt.progress),
-                     self.counters.eq(wt.counters)]
+        wo = self._attach(m, platform)
 
         # The specification's table and tag counter.
         count = Signal(f.tag_width)                      # starts so far
@@ -178,6 +163,30 @@ class WriteTagsHarness(wiring.Component):
 
         self._covers(m, hits, heads, pend, held, widx)
         return m
+
+    def _attach(self, m, platform):
+        """The block (with the broken variant's tie, if any), its ports joined to the
+        harness's. Returns the open block."""
+        params = self._params
+        hdr_layout = params.fabric.header_layout
+        tag_layout = write_tag_layout(params)
+        wt = WriteTags(params)
+        m.submodules.tags = wo = OpenBlock(wt, platform)
+        for i in range(params.fabric.ports):
+            rx = wt.wresp[i].payload.data[:hdr_layout.size]
+            rhdr = data.View(hdr_layout, rx)
+            if self._broken == "tag_unchecked":
+                wo.tie(f"wresp_ok{i}", wt.wresp[i].valid & ~wo.probe(f"wresp_body{i}")
+                       & (rhdr.opcode == Opcode.WRITE_RESP) & ~wt.flush)
+            elif self._broken == "seq_unchecked":
+                wo.tie(f"wresp_seq{i}", tag_layout(rhdr.tag).seq)
+            connect(m, flipped(self.wresp[i]), wt.wresp[i])
+        m.d.comb += [wt.mask.eq(self.mask), wt.start.eq(self.start), wt.flush.eq(self.flush),
+                     wt.clear_error.eq(self.clear_error), self.tag.eq(wt.tag),
+                     self.free.eq(wt.free), self.error.eq(wt.error),
+                     self.outstanding.eq(wt.outstanding), self.progress.eq(wt.progress),
+                     self.counters.eq(wt.counters)]
+        return wo
 
     def _covers(self, m, hits, heads, pend, held, widx):
         """The covers: a current tag accepted, a stale one and a duplicate rejected, the error
