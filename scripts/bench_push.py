@@ -228,7 +228,22 @@ def section(rows, meta):
                 lines.append(f"| {_size(s)} | {push_bytes(d, s)} | {n} | {d} | {pull['cycles']} | "
                              f"{push['cycles']} | {push['cycles'] / pull['cycles']:.3f} | "
                              f"{pull['cycles'] - push['cycles']} |")
-    lines += ["", "Crossover (the smallest size from which pull is at least as fast as push):", "",
+    lines += _crossover_rows(rows, table, ns, dtypes, cap)
+    lines += _threshold_lines(rows, table, cap)
+    lines += ["", "Push targets (fp16 All-Reduce, N = 4, push mode):", "",
+              "| target | measured | verdict |", "| --- | --- | --- |"]
+    for size, limit, got, verdict in targets(rows):
+        shown = "-" if got is None else f"{got} cycles = {got / CLOCK_MHZ:.2f} us"
+        lines.append(f"| {_size(size)} in at most {limit} cycles | {shown} | {verdict} |")
+    lines += ["", f"![push and pull latency]({meta['plot']})"]
+    return "\n".join(lines)
+
+
+def _crossover_rows(rows, table, ns, dtypes, cap):
+    """The crossover table of :func:`section`: per dtype and endpoint count, the smallest size
+    from which pull is at least as fast as push (or why there is none), and push / pull at the
+    largest size. ``table``: :func:`pairs` of ``rows``; ``cap``: the push space in bytes."""
+    lines = ["", "Crossover (the smallest size from which pull is at least as fast as push):", "",
               "| dtype | N | crossover | push / pull at the largest size |",
               "| --- | ---: | --- | ---: |"]
     for d in dtypes:
@@ -247,8 +262,13 @@ def section(rows, meta):
                         f"(an input of {_size(push_bytes(d, sizes[-1]))}; the push space holds "
                         f"{_size(cap)})")
             lines.append(f"| {d} | {n} | {text} | {push['cycles'] / pull['cycles']:.3f} |")
+    return lines
+
+
+def _threshold_lines(rows, table, cap):
+    """The AUTO threshold paragraph of :func:`section`, from :func:`threshold` of ``rows``."""
     t, slower = threshold(rows, cap)
-    lines += [""]
+    lines = [""]
     if not slower:
         saved = [pull["cycles"] - push["cycles"] for pull, push in table.values()]
         ratio = [push["cycles"] / pull["cycles"] for pull, push in table.values()]
@@ -268,13 +288,7 @@ def section(rows, meta):
             f"**AUTO threshold: {t} B per participant** (`push_threshold = {t}`): the largest "
             f"measured input below every point where pull was at least as fast as push ({worst}); "
             f"AUTO pushes inputs of at most that many bytes and pulls larger ones.")
-    lines += ["", "Push targets (fp16 All-Reduce, N = 4, push mode):", "",
-              "| target | measured | verdict |", "| --- | --- | --- |"]
-    for size, limit, got, verdict in targets(rows):
-        shown = "-" if got is None else f"{got} cycles = {got / CLOCK_MHZ:.2f} us"
-        lines.append(f"| {_size(size)} in at most {limit} cycles | {shown} | {verdict} |")
-    lines += ["", f"![push and pull latency]({meta['plot']})"]
-    return "\n".join(lines)
+    return lines
 
 
 def write_csv(rows, path):
