@@ -9,7 +9,7 @@ existing parent must be a writable folder; an output file must not be a folder, 
 The conventions every command follows (docs/CLI.md, "Option names"):
 
 * ``--out DIR`` is the folder a command writes its files into; commands that write reports
-  default to ``out/<command>/`` (:func:`out_folder`), the tracked ``docs/`` only with ``--doc``;
+  default to ``out/<command>/`` (:func:`default_out`), the tracked ``docs/`` only with ``--doc``;
 * a sweep takes a comma list of the values its one-run option takes (``--endpoints 4,8``).
 """
 
