@@ -3,10 +3,11 @@
 from types import SimpleNamespace
 
 from amaranth.hdl import Module, Signal, Mux, Cat, Const
-from amaranth.lib import wiring, stream, data, fifo
+from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from ..lib import Queue
 from ..packet import MsgClass, Opcode
 from ..transport import packet_signature
 from ..params import check_type
@@ -378,13 +379,12 @@ class ReadIssuer(wiring.Component):
             further = Signal.like(hdr.addr, name="pair_addr")
             m.d.comb += further.eq(hdr.addr + msg.bytes)
         for i in range(f.ports):
-            q = fifo.SyncFIFOBuffered(width=f.flit_layout.size, depth=4)
-            m.submodules[f"req_queue{i}"] = q
+            q = m.submodules[f"req_queue{i}"] = Queue(f.flit_layout, 4)
             addr = hdr.addr
             if p.gather_pairs and i:
                 # Port i is a pair's higher rank when a lower port is read too.
                 addr = Mux(msg.pair & (to[:i] != 0), further, hdr.addr)
-            wiring.connect(m, q.r_stream, wiring.flipped(self.req[i]))
+            wiring.connect(m, q.o, wiring.flipped(self.req[i]))
             word = Signal(hdr_layout, name=f"hdr{i}")
             # The constant fields are set in the same process as the copied ones, so none becomes
             # a constant-only `always @*` block (which no simulator runs; Verilator ALWNEVER).
@@ -394,10 +394,10 @@ class ReadIssuer(wiring.Component):
                          word.opcode.eq(opcode), word.msg_class.eq(MsgClass.REQ),
                          word.inc.eq(1), word.status.eq(0), word.src.eq(i), word.dst.eq(i)]
             m.d.comb += [
-                q.w_data.eq(f.header_flit(word, last=1)),
-                q.w_en.eq(push & to[i]),
+                q.i.payload.eq(f.header_flit(word, last=1)),
+                q.i.valid.eq(push & to[i]),
             ]
-            rooms.append(Mux(to[i], q.w_rdy, 1))
+            rooms.append(Mux(to[i], q.i.ready, 1))
         return Cat(rooms).all()
 
     def _walk(self, m):

@@ -8,6 +8,7 @@ from amaranth.lib import wiring, stream, data, fifo
 from amaranth.lib.wiring import In, Out
 
 from ..codec import pack
+from ..lib import Queue
 from ..packet import MsgClass, Opcode, Status
 from ..transport import packet_signature
 from ..params import check_type
@@ -332,10 +333,9 @@ class WriteBack(wiring.Component):
             m.d.comb += [out.further.eq(out.hdr.addr + self.run.msg.bytes),
                          lowest.eq(job.rmask & -job.rmask)]
         for i in range(f.ports):
-            q = fifo.SyncFIFOBuffered(width=f.flit_layout.size, depth=4)
-            m.submodules[f"wr_queue{i}"] = q
-            wiring.connect(m, q.r_stream, wiring.flipped(self.wr[i]))
-            rooms.append(Mux(mask[i], q.w_rdy, 1))
+            q = m.submodules[f"wr_queue{i}"] = Queue(f.flit_layout, 4)
+            wiring.connect(m, q.o, wiring.flipped(self.wr[i]))
+            rooms.append(Mux(mask[i], q.i.ready, 1))
             word = Signal(hdr_layout, name=f"hdr{i}")
             addr, body = out.hdr.addr, out.body
             if p.gather_pairs and i < f.ports - 1:
@@ -353,9 +353,9 @@ class WriteBack(wiring.Component):
                          word.msg_class.eq(MsgClass.WRITE),
                          word.inc.eq(1), word.status.eq(0), word.src.eq(i), word.dst.eq(i)]
             m.d.comb += [
-                q.w_data.eq(Mux(out.is_header, f.header_flit(word, last=0),
+                q.i.payload.eq(Mux(out.is_header, f.header_flit(word, last=0),
                                 Cat(body, out.body_last))),
-                q.w_en.eq(out.push & mask[i]),
+                q.i.valid.eq(out.push & mask[i]),
             ]
         out.room = Cat(rooms).all()
         out.can_start = out.room & tags.free
