@@ -124,6 +124,42 @@ BARRIER_HOP_NAMES = (
 )
 
 
+class _Events:
+    """Queries on a trace's records ``(cycle, port, where, class, opcode, kind)``, in cycle
+    order: the flits of one port, place, class (``None``: any), opcode (``None``: any) and kind
+    (``"head"`` or ``"tail"``)."""
+
+    def __init__(self, records):
+        self._records = records
+
+    def matching(self, port, where, cls, opcode, kind):
+        """The cycles of every such flit."""
+        return [cycle for cycle, i, w, c, op, k in self._records
+                if i == port and w == where and k == kind and (cls is None or c == cls)
+                and (opcode is None or op == opcode)]
+
+    def at(self, port, where, cls, opcode, after, kind="head"):
+        """The first such flit at or after ``after``; ValueError if there is none."""
+        for cycle in self.matching(port, where, cls, opcode, kind):
+            if cycle >= after:
+                return cycle
+        raise ValueError(f"no {kind} on {where} (opcode {opcode}) at port {port} "
+                         f"after cycle {after}")
+
+    def nth(self, port, where, cls, opcode, after, k, kind="head"):
+        """The ``k``-th (from 0) such flit at or after ``after``; ValueError if there are fewer."""
+        found = [c for c in self.matching(port, where, cls, opcode, kind) if c >= after]
+        if len(found) <= k:
+            raise ValueError(f"fewer than {k + 1} {kind}s on {where} (opcode {opcode}) at port "
+                             f"{port} after cycle {after}")
+        return found[k]
+
+    def last(self, port, where, cls, opcode, before, kind="tail"):
+        """The last such flit at or before ``before``, or None."""
+        found = [c for c in self.matching(port, where, cls, opcode, kind) if c <= before]
+        return found[-1] if found else None
+
+
 def hops(records, ports, start, end, one_way, mem_latency, payload_flits, barrier=False):
     """The critical path of one collective as a list of dicts ``{hop, cycles, floor, covers,
     port}``: :data:`HOP_NAMES` for an operation that moves data, :data:`BARRIER_HOP_NAMES` for a
@@ -145,29 +181,8 @@ def hops(records, ports, start, end, one_way, mem_latency, payload_flits, barrie
     own (or, with several packets per link, the others' serialisation, which the caller accounts
     for apart).
     """
-    def matching(port, where, cls, opcode, kind):
-        return [cycle for cycle, i, w, c, op, k in records
-                if i == port and w == where and k == kind and (cls is None or c == cls)
-                and (opcode is None or op == opcode)]
-
-    def at(port, where, cls, opcode, after, kind="head"):
-        for cycle in matching(port, where, cls, opcode, kind):
-            if cycle >= after:
-                return cycle
-        raise ValueError(f"no {kind} on {where} (opcode {opcode}) at port {port} "
-                         f"after cycle {after}")
-
-    def nth(port, where, cls, opcode, after, k, kind="head"):
-        found = [c for c in matching(port, where, cls, opcode, kind) if c >= after]
-        if len(found) <= k:
-            raise ValueError(f"fewer than {k + 1} {kind}s on {where} (opcode {opcode}) at port "
-                             f"{port} after cycle {after}")
-        return found[k]
-
-    def last(port, where, cls, opcode, before, kind="tail"):
-        found = [c for c in matching(port, where, cls, opcode, kind) if c <= before]
-        return found[-1] if found else None
-
+    log = _Events(records)
+    matching, at, nth, last = log.matching, log.at, log.nth, log.last
     req, write, rdata = MsgClass.REQ.value, MsgClass.WRITE.value, MsgClass.RDATA.value
     WRITE, READ, READ_RESP = Opcode.WRITE.value, Opcode.READ.value, Opcode.READ_RESP.value
     arrival = {p: at(p, "isa_rx", req, Opcode.ATOMIC_ADD.value, start) for p in ports}
