@@ -45,9 +45,12 @@ async def start(dut, reset_cycles=4):
 
     The clock is cocotb's GPI clock (toggled in C by the simulator interface): the Python clock
     runs two Python callbacks per cycle, which a long simulation spends most of its time in."""
-    Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns", impl="gpi").start()
+    # Low for the first half period: a rising edge at time 0 would come before the simulator's
+    # initial values and the drivers made before this call (cocotbext-axi's) have settled, and
+    # a monitor sampling at it would read Z.
+    Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns", impl="gpi").start(start_high=False)
     dut.rst.value = 1
-    # Edge by edge: the clock's first rising edge, at time 0, counts as the first of the reset.
+    # Edge by edge: the clock's first rising edge counts as the first of the reset.
     await ClockCycles(dut.clk, reset_cycles)
     dut.rst.value = 0
     await RisingEdge(dut.clk)
@@ -56,7 +59,8 @@ async def start(dut, reset_cycles=4):
 async def wait_cycles(dut, n):
     """Wait for the ``n``-th rising edge of ``dut.clk`` from now (none for ``n`` = 0), like
     ``ClockCycles(dut.clk, n)`` but with one timer and one edge instead of a Python callback per
-    edge. The clock must be the one :func:`start` runs (high in the first half of each period).
+    edge. The clock must be the one :func:`start` runs (high from each rising edge to the next
+    falling one).
 
     The timer ends half a period away from any rising edge, so the edge awaited after it is the
     ``n``-th whatever order the simulator runs callbacks of one time step in: called while ``clk``
