@@ -265,16 +265,18 @@ COMMANDS = {c.name: c for c in (
             raw_description=True),
     Command("study", "study",
             help="the calibrated system model: validation against the RTL, NVLink-class scale "
-                 "(8-72 ports, 18 planes) and LLM TTFT/TPOT over NVLS (writes docs/SCALE.md)",
+                 "(8-72 ports, 18 planes) and LLM TTFT/TPOT over NVLS (out/study/; --doc: "
+                 "docs/SCALE.md)",
             description="Fit (--calibrate) or load the system model's calibration "
                         "(docs/bench/calibration.json, from the RTL measurements in "
                         "docs/bench/bench.csv and, for NVLS and ring, docs/bench/compare.csv), "
                         "check the model against every measured point of both, "
-                        "and write the scale section of docs/SCALE.md: SCIN pull, push and INQ, "
-                        "NVLS and ring "
+                        "and write the tables and figures of SCALE.md (into out/study/, or with "
+                        "--doc into the generated sections of docs/SCALE.md): SCIN pull, push and "
+                        "INQ, NVLS and ring "
                         "at 8 to 72 ports on 1 or 18 NVLink 5 planes, SCIN's resources against "
                         "ports, and TTFT and TPOT over NVLS for six models at TP 4 and 8 on an "
-                        "H200-class roofline, with plots and CSVs in docs/scale/. No RTL run; "
+                        "H200-class roofline, with plots and CSVs. No RTL run; "
                         "seconds.",
             epilog="Examples: scin study; scin study --calibrate; scin study --hop-ns 150 "
                    "--doc /tmp/SCALE.md --out /tmp/scale. Which figures are calibrated and "
