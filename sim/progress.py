@@ -23,7 +23,7 @@ __all__ = ["Watch", "build_estimate", "build_status", "run_status", "note_cycles
            "PROGRESS_FILE", "NOTE_EVERY_S", "format_seconds"]
 
 #: The file a bench writes its progress into, in its run folder.
-PROGRESS_FILE = "progress.json"
+PROGRESS_FILE = "cycles.json"
 #: How often a bench refreshes :data:`PROGRESS_FILE` (wall-clock seconds).
 NOTE_EVERY_S = 2.0
 

@@ -13,17 +13,20 @@ from pathlib import Path
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, Timer
 from cocotb.types import Logic
-from cocotb.utils import get_sim_steps
+from cocotb.utils import get_sim_steps, get_sim_time
 
 # The prototype's fabric clock period: re-exported for the benches that turn time into cycles.
 from ...hdl.paper import CLOCK_PERIOD_NS
+from ..progress import note_cycles
 
 
-__all__ = ["CLOCK_PERIOD_NS", "tb_config", "tb_rng", "start", "wait_cycles", "read_int",
-           "cocotb_module"]
+__all__ = ["CLOCK_PERIOD_NS", "tb_config", "tb_rng", "start", "wait_cycles", "report_progress",
+           "read_int", "cocotb_module"]
 
 #: The folder holding hdl/, sim/, tb/, ...: each is a subpackage of ``scin`` (pyproject.toml).
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+#: Where :func:`wait_cycles` notes the cycle reached (:func:`report_progress`), or None.
+_progress_dir = None
 
 
 def tb_config():
@@ -75,6 +78,15 @@ async def wait_cycles(dut, n):
     if steps:
         await Timer(steps, unit="step")
     await RisingEdge(dut.clk)
+    if _progress_dir is not None:
+        note_cycles(_progress_dir, get_sim_time("ns") // CLOCK_PERIOD_NS)
+
+
+def report_progress(run_dir):
+    """Make every later :func:`wait_cycles` note the cycle reached in ``run_dir`` (at most every
+    two seconds of wall time; :func:`scin.sim.progress.note_cycles`), for the CLI to show."""
+    global _progress_dir
+    _progress_dir = run_dir
 
 
 def read_int(handle):

@@ -18,7 +18,7 @@ from scin.hdl.endpoint.accelerator import EventKind, event_layout
 from scin.hdl.nvls.params import nvls_counters_layout
 
 from ..system_config import SystemConfig
-from .env import tb_config, start, read_int, wait_cycles
+from .env import tb_config, start, read_int, report_progress, wait_cycles
 from .isa_program import load_program
 from .system_env import accelerator_streams, counters, switch_errors
 from .streams import StreamSource
@@ -31,6 +31,7 @@ async def nvls_program(dut):
     n = params.fabric.ports
     cmds, events, isa_load = accelerator_streams(dut, n)
     mc_load = StreamSource(dut, "mc_load")
+    report_progress(plan["run_dir"])
     await start(dut)
     mc_load.send(*plan["mc_load"])
     if plan["descriptors"]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..system_config import SystemConfig
-from .env import tb_config, start, read_int
+from .env import tb_config, start, read_int, report_progress
 from .isa_program import read_counters
 from .streams import StreamSource, StreamSink
 
@@ -44,10 +44,12 @@ async def start_system(dut):
     """Start the system of the plan with the memory backdoor idle.
 
     The memories are loaded and dumped through files (see hdl/endpoint/sim_ram.v); the stream
-    backdoor stays idle (driven, so Icarus does not see Z on it)."""
+    backdoor stays idle (driven, so Icarus does not see Z on it). The cycles reached are noted in
+    the run folder for the CLI's progress (:func:`~scin.sim.testbench.env.report_progress`)."""
     plan = tb_config()
     params = SystemConfig.from_json(plan["hw"]).params()
     cmds, events, isa_load = accelerator_streams(dut, params.fabric.ports)
+    report_progress(plan["run_dir"])
     await start(dut)
     return SystemRun(plan, params, Path(plan["run_dir"]), cmds, events, isa_load)
 
