@@ -48,7 +48,7 @@ COVERAGE_TESTS ?=
 coverage: $(STAMP)
 	rm -rf $${SCIN_BUILD_DIR:-.build}/coverage
 	SCIN_COVERAGE=1 $(BIN)/pytest -n $(JOBS) --maxschedchunk 1 -q -k "not icarus" $(COVERAGE_TESTS)
-	$(BIN)/scin coverage --collected-by 'make coverage$(if $(COVERAGE_TESTS), COVERAGE_TESTS="$(COVERAGE_TESTS)")'
+	$(BIN)/scin coverage --doc --collected-by 'make coverage$(if $(COVERAGE_TESTS), COVERAGE_TESTS="$(COVERAGE_TESTS)")'
 
 lint: $(STAMP) lint-py
 	$(BIN)/scin lint
