@@ -72,9 +72,9 @@ def add_arguments(p):
                    help="element types (default: fp16,int8)")
     p.add_argument("--modes", type=_choices(MODES, "modes"), default=list(MODES),
                    help="pull, push or both (default: pull,push)")
-    p.add_argument("--repeat", type=integer(1, 20), default=1,
-                   help="runs of each point (bench and bare each); the table gives medians "
-                        "(default: 1)")
+    p.add_argument("--repeat", type=integer(1, 20), default=2,
+                   help="runs of each point (bench and bare each, in alternating order); the "
+                        "table gives medians (default: 2)")
     p.add_argument("--seed", type=integer(0), default=1, help="data seed (default: 1)")
     add_out_doc(p, COMMAND, None, DOC)
 
@@ -131,11 +131,18 @@ def _one(point, args, bare):
 
 
 def measure(point, args, say):
-    """The row of a point: ``--repeat`` bench runs and as many bare runs, medians."""
+    """The row of a point: ``--repeat`` bench runs and as many bare runs, medians. The order
+    alternates (bench then bare, then bare then bench, ...): on a busy machine the first run of a
+    point is often the slower, which with a fixed order would be read as overhead."""
     bench, bare = [], []
-    for _ in range(args.repeat):
-        bench.append(_one(point, args, 0))
-        bare.append(_one(point, args, bench[-1]["collective_cycles"]))
+    length = None
+    for k in range(args.repeat):
+        for is_bare in ((False, True) if k % 2 == 0 else (True, False)):
+            if is_bare:
+                bare.append(_one(point, args, length))
+            else:
+                bench.append(_one(point, args, 0))
+                length = length or bench[-1]["collective_cycles"]
     cps = lambda runs: statistics.median(r["cycles"] / r["seconds"] for r in runs)
     row = {"sim": point[0], "dtype": point[1], "mode": point[2], "size": point[3],
            "collective_cycles": bench[0]["collective_cycles"],

@@ -79,7 +79,8 @@ def test_measure_runs_bench_then_bare_and_takes_medians(monkeypatch):
     seen = _fake_runs(monkeypatch, {False: 0.5, True: 0.4})
     row = bench_sim.measure(("verilator", "fp16", "pull", 1 << 20), _args("--repeat", "3"),
                             lambda text: None)
-    assert seen == [("fp16", "pull", 1 << 20, None), ("fp16", "pull", 1 << 20, "700")] * 3
+    bench, bare = ("fp16", "pull", 1 << 20, None), ("fp16", "pull", 1 << 20, "700")
+    assert seen == [bench, bare, bare, bench, bench, bare]
     assert bench_sim.BARE_VARIABLE not in os.environ
     assert (row["bench_cps"], row["bare_cps"], row["overhead"]) == (2000, 2500, 0.25)
     assert (row["sim_cycles"], row["collective_cycles"]) == (1000, 700)
