@@ -1,7 +1,10 @@
+# amaranth: UnusedElaboratable=no
 """Every top-level block that ``scin verilog`` writes out, with a one-line description.
 
 ``BLOCKS[name] = (factory, description)``; ``factory(params: FabricParams)`` returns the component
-with the project's default parameters for everything but ``params``. Convert with
+with the project's default parameters for everything but ``params``. A component made here
+may only be described (its ports), not elaborated, when its Verilog is cached: the first line
+silences Amaranth's warning for the components made in this file, and only those. Convert with
 :func:`scin.hdl.toplevel.convert` (plain ``verilog.convert`` rejects the constant ``ready`` of
 credit links).
 """

@@ -209,6 +209,9 @@ def test_verilog_writes_source_and_port_description(tmp_path):
     assert names["tx__payload"]["width"] == 256 + 1 + 2   # flit data, last, message class
     assert all(p["direction"] in ("input", "output") for p in ports["ports"])
     assert ports["params"]["flit_width"] == 256
+    # Again, from the cache: the component is only described, and Amaranth says nothing of it.
+    code, out, err = run("verilog", "--out", str(tmp_path), "--block", "credit_tx")
+    assert code == 0 and "UnusedElaboratable" not in err, err
 
 
 def test_synth_json_has_documented_keys():
