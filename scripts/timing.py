@@ -20,6 +20,8 @@ from pathlib import Path
 from ..sim.toolchain import BUILD_ROOT, setup_environment
 from .netlist_depth import DELAY, analyze_netlist
 from .synth import TARGETS
+from .options import json_file
+from .outputs import write_text
 
 
 __all__ = ["TimingReport", "netlist_for", "synthesize_json", "analyze_block", "write_doc",
@@ -180,7 +182,7 @@ def add_arguments(p):
                    help="the block to measure (repeatable): a `scin verilog` block, or feeder, "
                         "dequantizer, tree_reducer, block_quantizer")
     p.add_argument("--target", default="xcup", help="xcup: AMD UltraScale+ (the only target)")
-    p.add_argument("--json", nargs="?", const="-", metavar="FILE",
+    p.add_argument("--json", nargs="?", const="-", metavar="FILE", type=json_file,
                    help="the reports as JSON on standard output, or, with FILE, into FILE")
     p.add_argument("--paths", default="10", metavar="N", help="worst paths to print (default: 10)")
     p.add_argument("--budget-hops", default=str(BUDGET_HOPS), metavar="N",
@@ -216,8 +218,6 @@ def _check(args):
                              f"not {name!r}")
     if args.doc and not Path(args.doc).parent.is_dir():
         raise ValueError(f"--doc: the folder of {args.doc} does not exist")
-    if args.json and args.json != "-" and not Path(args.json).parent.is_dir():
-        raise ValueError(f"--json: the folder of {args.json} does not exist")
     return (blocks, _count(args, "paths", 0), _count(args, "budget-hops", 1),
             _count(args, "budget-levels", 1), _count(args, "fanout", 1))
 
@@ -357,7 +357,7 @@ def run(args):
         if args.json == "-":
             print(text)
         else:
-            Path(args.json).write_text(text + "\n")
+            write_text(args.json, text + "\n")
     if args.doc:
         write_doc(args.doc, reports, commit)
         print(f"updated the table of {args.doc}", file=out)
