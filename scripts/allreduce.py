@@ -28,7 +28,7 @@ def add_arguments(p):
     p.add_argument("--dtype", choices=("fp16", "bf16", "int8"), default="fp16",
                    help="element type; int8 is INQ: INT8 + one FP16 scale per 64 elements "
                         "(default: fp16)")
-    p.add_argument("--size", type=size(2), default="4KiB",
+    p.add_argument("--size", type=size(2, even=True), default="4KiB",
                    help="message size in its 16-bit form (elements x 2 bytes) for every dtype, "
                         "e.g. 64B, 4KiB, 1MiB (default: 4KiB)")
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",

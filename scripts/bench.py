@@ -40,6 +40,9 @@ SIZES = ["64B", "256B", "1KiB", "4KiB", "16KiB", "64KiB", "256KiB", "1MiB"]
 LARGE_SIZES = ["4MiB", "16MiB"]
 PAPER_EFFICIENCY = 0.924
 PARTS = ("size", "waves", "capacity", "endpoints", "op", "trains")
+#: The option that sets the configurations of each part (named in a refusal).
+PART_OPTIONS = {"size": "--sizes", "waves": "--waves", "capacity": "--capacities",
+                "endpoints": "--endpoints", "op": "--ops", "trains": "--train-configs"}
 #: The op sweep's cases: an operation, ``:in-place`` for NCCL's in-place layout.
 OP_CASES = ["allreduce", "reduce-scatter", "reduce-scatter:in-place", "allgather",
             "allgather:in-place", "allgather:in-place:pairs", "broadcast", "reduce", "barrier"]
@@ -516,7 +519,7 @@ def add_arguments(p):
     """The options of ``scin bench``."""
     p.add_argument("--parts", default=",".join(PARTS),
                    help="which sweeps to run, comma-separated from %(default)s")
-    p.add_argument("--sizes", type=checked(size_list(2)), default=",".join(SIZES),
+    p.add_argument("--sizes", type=checked(size_list(2, even=True)), default=",".join(SIZES),
                    help="message sizes (default: %(default)s)")
     p.add_argument("--large", action="store_true",
                    help=f"also run {', '.join(LARGE_SIZES)} (long: minutes per run)")
@@ -530,7 +533,7 @@ def add_arguments(p):
                    help="outstanding waves for the size sweeps (default: %(default)s)")
     p.add_argument("--waves", type=checked(integer_list(1)), default="1,2,4,8,16",
                    help="outstanding waves to sweep (default: %(default)s)")
-    p.add_argument("--waves-size", type=checked(size(2)), default="1MiB",
+    p.add_argument("--waves-size", type=checked(size(2, even=True)), default="1MiB",
                    help="message size of the waves and capacity sweeps (default: %(default)s)")
     p.add_argument("--waves-capacity", type=checked(size(4096)), default="64KiB",
                    help="table capacity of the waves sweep (default: %(default)s)")
@@ -544,7 +547,7 @@ def add_arguments(p):
                    help="the op sweep's cases, each an operation with an optional ':in-place' "
                         "(allgather:in-place:pairs: on an ISA built with gather_pairs; default: "
                         "%(default)s)")
-    p.add_argument("--op-sizes", type=checked(size_list(2)), default=",".join(OP_SIZES),
+    p.add_argument("--op-sizes", type=checked(size_list(2, even=True)), default=",".join(OP_SIZES),
                    help="per-rank sizes of the op sweep (default: %(default)s)")
     p.add_argument("--root", type=integer(0, 7), default=1,
                    help="the root rank of the op sweep's broadcast and reduce "
@@ -578,12 +581,16 @@ def run(args):
     args.parts = [s for s in args.parts.split(",") if s]
     bad = sorted(set(args.parts) - set(PARTS))
     if bad:
-        raise ValueError(f"unknown part(s) {', '.join(bad)}; choose from {', '.join(PARTS)}")
+        raise ValueError(f"--parts: unknown part(s) {', '.join(bad)}; choose from "
+                         f"{', '.join(PARTS)}")
     from . import executor
     executor.check_arguments(args)
     runs = plan(args)
     for spec in runs:  # validate every configuration before spending an hour on the first
-        AllReduceConfig(**{k: v for k, v in spec.items() if k != "part"}).system().params()
+        try:
+            AllReduceConfig(**{k: v for k, v in spec.items() if k != "part"}).system().params()
+        except ValueError as exc:
+            raise ValueError(f"{PART_OPTIONS[spec['part']]}: {exc}") from None
     hop_cfgs = hop_runs(args) if "op" in args.parts and not args.no_hops else []
     if args.dry_run:
         for k, spec in enumerate(runs, 1):

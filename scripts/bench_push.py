@@ -17,6 +17,7 @@ the bytes (plus its block scales); the AUTO threshold compares each participant'
 bytes (``push_mode`` in ``hdl/isa/descriptor.py``), so the recommendation is given in those.
 """
 
+import argparse
 import csv
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from ..hdl.paper import CLOCK_MHZ, FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY
 from ..sim.allreduce import CollectiveConfig, parse_size, run_allreduce
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
-from .options import add_out_doc, doc_folder, doc_target, integer
+from .options import add_out_doc, doc_folder, doc_target, integer, size as size_type
 from .outputs import replacing
 from .plotting import finish, pyplot, series_style
 
@@ -64,6 +65,14 @@ def _list(text, name):
     return items
 
 
+def _checked_size(text, option, low):
+    """``text`` as an even number of bytes of at least ``low``; ValueError naming ``--option``."""
+    try:
+        return size_type(low, even=True)(text)
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"--{option}: {exc}") from None
+
+
 def points(args):
     """The runs: ``(endpoints, dtype, size, mode, latency, mem_latency, push_capacity, seed)``
     tuples, pull then push for each (N, dtype, size). INT8 sizes that are not whole 64-element
@@ -82,8 +91,8 @@ def points(args):
     for d in dtypes:
         if d not in ("fp16", "bf16", "int8"):
             raise ValueError(f"--dtypes: fp16, bf16 or int8, not {d!r}")
-    sizes = [parse_size(s) for s in _list(args.sizes, "sizes")]
-    cap = parse_size(args.push_capacity)
+    sizes = [_checked_size(s, "sizes", 2) for s in _list(args.sizes, "sizes")]
+    cap = _checked_size(args.push_capacity, "push-capacity", 0)
     for d in dtypes:
         for s in sizes:
             if push_bytes(d, s) > cap:

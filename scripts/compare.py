@@ -245,7 +245,7 @@ def add_arguments(p):
                         "ring runs the All-Reduce only)")
     p.add_argument("--endpoints", type=checked(integer_list(2, 8)), default="4,8", metavar="LIST",
                    help="endpoint counts, 4 or 8 (default: %(default)s)")
-    p.add_argument("--sizes", type=checked(size_list(2)), default=",".join(SIZES),
+    p.add_argument("--sizes", type=checked(size_list(2, even=True)), default=",".join(SIZES),
                    help="message sizes (default: %(default)s)")
     p.add_argument("--large", action="store_true",
                    help=f"also {', '.join(LARGE_SIZES)} (long: minutes per point)")

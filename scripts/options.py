@@ -96,11 +96,13 @@ def real(low=None, high=None, positive=False):
     return parse
 
 
-def size(low=0):
+def size(low=0, even=False):
     """The type of a size option: a number of bytes with an optional unit (B, KiB, MiB), at
-    least ``low`` bytes; a negative size is refused with what is allowed."""
+    least ``low`` bytes, and with ``even`` a whole number of 16-bit elements (a message size);
+    a negative size is refused with what is allowed."""
     from ..sim.allreduce import parse_size
-    allowed = ("must be a number of bytes with an optional unit (B, KiB, MiB), e.g. 4KiB"
+    allowed = ("must be " + ("an even " if even else "a ")
+               + "number of bytes with an optional unit (B, KiB, MiB), e.g. 4KiB"
                + (f", of at least {low} B" if low else ""))
 
     def parse(text):
@@ -108,7 +110,7 @@ def size(low=0):
             value = parse_size(text)
         except ValueError:
             _fail(text, allowed)
-        if value < low:
+        if value < low or (even and value % 2):
             _fail(text, allowed)
         return value
     parse.__name__ = "size"
@@ -133,9 +135,9 @@ def integer_list(low=None, high=None):
     return parse
 
 
-def size_list(low=0):
+def size_list(low=0, even=False):
     """The type of a comma list of sizes (:func:`size`)."""
-    one = size(low)
+    one = size(low, even)
 
     def parse(text):
         return [one(item) for item in _items(text)]
