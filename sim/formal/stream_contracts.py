@@ -53,8 +53,8 @@ BLOCKS = {
     # removed): a flit waiting on `wr.0` is replaced by the one queued behind it.
     "writeback": dict(make=WriteBack, stable=("run.msg",), held={}, abort="run.flush",
                       broken={"reload_while_waiting": (
-                          "wr_queue0.r_port__en",
-                          lambda bo, p: bo.probe("wr_queue0.inner_r_rdy"))}),
+                          "wr_queue0.fifo.r_port__en",
+                          lambda bo, p: bo.probe("wr_queue0.fifo.inner_r_rdy"))}),
     # The job is offered only in the cycle it is taken, atomically with the slot's arm and read
     # requests (its `valid` depends on `ready`, by design: the feeder's `ready` does not depend
     # on `valid`, so there is no loop): it never waits, which is stated instead of `held`.
