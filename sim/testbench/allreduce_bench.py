@@ -27,78 +27,82 @@ from .isa_program import load_program
 from .system_env import start_system, counters, switch_errors
 
 
+def _start_generation(run, parts, generation):
+    """Every participant arrives (or, in push mode, starts pushing its input) in the same cycle,
+    then waits for its flag. With ordinary traffic, each endpoint also floods the next one with
+    writes through the switch core between its arrival and its wait, so they race the collective
+    on every link (the latency measured then includes that contention)."""
+    plan, sp, cmds = run.plan, run.params, run.cmds
+    cl, desc, n = command_layout(sp.fabric), plan["descriptor"], sp.fabric.ports
+    for i in parts:
+        if plan["pushed"]:
+            cmds[i].send(*(pack(cl, c) for c in push_commands(sp.isa, desc, i, generation)))
+        else:
+            cmds[i].send(pack(cl, op=AccOp.ARRIVE, addr=desc["sync"], length=1, tag=generation))
+    if plan["traffic"] and generation == 1:
+        for i in range(n):
+            for k in range(plan["traffic_bytes"] // 4096):
+                cmds[i].send(pack(cl, op=AccOp.WRITE_REMOTE, dst=(i + 1) % n,
+                                  addr=plan["scratch_addr"] + 4096 * k, length=4096,
+                                  seed=traffic_seed(i, k), tag=0x100 + k))
+    for i in parts:
+        cmds[i].send(pack(cl, op=AccOp.WAIT_FLAG, addr=desc["flag_addr"], generation=generation))
+
+
+async def _await_flags(dut, run, parts, generation):
+    """Look at the event streams every 32 cycles until every participant's flag is seen and
+    every command is done; ``(flags, sent)``: the FLAG event and the first SENT cycle of each
+    participant. The cycle stamps come from the HDL, so Python only needs to look now and then."""
+    el, events, cmds = event_layout(run.params.fabric), run.events, run.cmds
+    flags, sent = {}, {}
+    budget = run.plan["timeout_cycles"]
+    bare = int(os.environ.get("SCIN_BARE_CYCLES", "0"))
+    if bare:
+        await wait_cycles(dut, bare)
+    step = 32
+    for cycle in range(0, budget, step):
+        await wait_cycles(dut, step)
+        for i in parts:
+            while events[i].items:
+                ev = unpack(el, events[i].items.pop(0))
+                if ev["kind"] == EventKind.SENT.value and ev["tag"] == generation:
+                    # The arrival left the endpoint; pushing, its first WRITE (the first SENT of
+                    # the generation: docs/PERFORMANCE.md).
+                    sent.setdefault(i, ev["cycle"])
+                elif ev["kind"] == EventKind.FLAG.value:
+                    flags[i] = ev
+        if len(flags) == len(parts) and all(c.idle for c in cmds):
+            return flags, sent
+        if cycle % 100_000 < step and cycle:
+            dut._log.info("cycle %d: %d of %d flags seen; ISA counters %s", cycle, len(flags),
+                          len(parts), counters(dut))
+    raise AssertionError(f"generation {generation}: only {len(flags)} of {len(parts)} "
+                         f"completion flags after {budget} cycles; ISA counters {counters(dut)}")
+
+
 @cocotb.test()
 async def allreduce(dut):
     run = await start_system(dut)
     plan, sp, run_dir = run.plan, run.params, run.run_dir
-    cmds, events, isa_load = run.cmds, run.events, run.isa_load
-    f = sp.fabric
-    n = f.ports
+    n = sp.fabric.ports
 
     # The program: one descriptor, replayed `replays` times.
-    load_program(isa_load, sp.isa, [plan["descriptor"]])
-    await isa_load.wait_idle()
+    load_program(run.isa_load, sp.isa, [plan["descriptor"]])
+    await run.isa_load.wait_idle()
 
     records = []
     if plan.get("trace"):
         from ..trace import trace_packets
-        cocotb.start_soon(trace_packets(dut, f, records))
+        cocotb.start_soon(trace_packets(dut, sp.fabric, records))
 
-    cl = command_layout(f)
-    el = event_layout(f)
     desc = plan["descriptor"]
     parts = [i for i in range(n) if desc["participants"] >> i & 1]
     timings = []
     for generation in range(1, plan["replays"] + 1):
-        for e in events:
+        for e in run.events:
             e.items.clear()
-        # Every participant arrives (or, in push mode, starts pushing its input) in the same
-        # cycle, then waits for its flag. With ordinary traffic, each endpoint also floods the
-        # next one with writes through the switch core between its arrival and its wait, so they
-        # race the collective on every link (the latency measured then includes that contention).
-        for i in parts:
-            if plan["pushed"]:
-                cmds[i].send(*(pack(cl, c) for c in push_commands(sp.isa, desc, i, generation)))
-            else:
-                cmds[i].send(pack(cl, op=AccOp.ARRIVE, addr=desc["sync"], length=1,
-                                  tag=generation))
-        if plan["traffic"] and generation == 1:
-            for i in range(n):
-                for k in range(plan["traffic_bytes"] // 4096):
-                    cmds[i].send(pack(cl, op=AccOp.WRITE_REMOTE, dst=(i + 1) % n,
-                                      addr=plan["scratch_addr"] + 4096 * k, length=4096,
-                                      seed=traffic_seed(i, k), tag=0x100 + k))
-        for i in parts:
-            cmds[i].send(pack(cl, op=AccOp.WAIT_FLAG, addr=desc["flag_addr"],
-                              generation=generation))
-        flags = {}
-        sent = {}
-        budget = plan["timeout_cycles"]
-        bare = int(os.environ.get("SCIN_BARE_CYCLES", "0"))
-        if bare:
-            await wait_cycles(dut, bare)
-        # The cycle stamps come from the HDL, so Python only needs to look now and then.
-        step = 32
-        for cycle in range(0, budget, step):
-            await wait_cycles(dut, step)
-            for i in parts:
-                while events[i].items:
-                    ev = unpack(el, events[i].items.pop(0))
-                    if ev["kind"] == EventKind.SENT.value and ev["tag"] == generation:
-                        # The arrival left the endpoint; pushing, its first WRITE (the first
-                        # SENT of the generation: docs/PERFORMANCE.md).
-                        sent.setdefault(i, ev["cycle"])
-                    elif ev["kind"] == EventKind.FLAG.value:
-                        flags[i] = ev
-            if len(flags) == len(parts) and all(c.idle for c in cmds):
-                break
-            if cycle % 100_000 < step and cycle:
-                dut._log.info("cycle %d: %d of %d flags seen; ISA counters %s", cycle, len(flags),
-                              len(parts), counters(dut))
-        else:
-            raise AssertionError(f"generation {generation}: only {len(flags)} of {len(parts)} "
-                                 f"completion flags after {budget} cycles; "
-                                 f"ISA counters {counters(dut)}")
+        _start_generation(run, parts, generation)
+        flags, sent = await _await_flags(dut, run, parts, generation)
         start_cycle = max(sent.values())
         end_cycle = max(ev["cycle"] for ev in flags.values())
         timings.append({
