@@ -171,9 +171,9 @@ def test_current_commit(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["allreduce", "--size", "3B"], "size must be a positive even number of bytes"),
+    (["allreduce", "--size", "3B"], "argument --size: must be an even number of bytes"),
     (["allreduce", "--size", "4 parsecs"],
-     "argument --size: must be a number of bytes with an optional unit"),
+     "argument --size: must be an even number of bytes with an optional unit"),
     (["allreduce", "--dtype", "int8", "--size", "64B"], "int8 needs whole 64-element blocks"),
     (["allreduce", "--endpoints", "9"], "argument --endpoints: must be an integer from 2 to 8"),
     (["allreduce", "--outstanding", "3"], "argument --outstanding: must divide the 8 slots"),
