@@ -60,6 +60,11 @@ class SystemParams:
     nvls : NvlsParams or None
         The NVLS engine beside the ISA (docs/NVLS.md), the baseline; ``nvls.fabric`` must be
         ``isa.fabric``. ``None`` (the default): the switch without it.
+    ring_adder : bool
+        Whether the endpoints' accelerators have the adder of NCCL's ring step (REDUCE_SEND with
+        ``reduce``, :class:`~scin.hdl.endpoint.kernel.ReduceSend`). Only the ring baseline needs
+        it, and it is over a quarter of the simulated system: a system without it elaborates,
+        builds and simulates faster.
     """
     isa:             IsaParams = field(default_factory=IsaParams)
     one_way_latency: int = ONE_WAY_LATENCY
@@ -69,6 +74,7 @@ class SystemParams:
     reorder:         bool = False
     credits:         int = 256
     nvls:            object = None
+    ring_adder:      bool = True
 
     def __post_init__(self):
         check_type("isa", self.isa, IsaParams)
@@ -83,6 +89,7 @@ class SystemParams:
         for i, size in enumerate(self.mem_sizes):
             check_power_of_two(f"mem_sizes[{i}]", size, 4096)
         check_type("reorder", self.reorder, bool)
+        check_type("ring_adder", self.ring_adder, bool)
         check_credits(self.credits)
         if self.nvls is not None:
             check_type("nvls", self.nvls, NvlsParams)
@@ -138,7 +145,8 @@ class System(ParamsComponent):
         # backdoor is named ep0, ep1, ... (see hdl/endpoint/sim_ram.v).
         self._endpoints = [Endpoint(f, port=i, mem_size=params.endpoint_mem_size(i),
                                     latency=params.mem_latency,
-                                    reorder=params.reorder, storage="sim", name=f"ep{i}")
+                                    reorder=params.reorder, storage="sim", name=f"ep{i}",
+                                    adder=params.ring_adder)
                            for i in range(n)]
         # The backdoor ports are as wide as the largest memory needs.
         ep = max(self._endpoints, key=lambda e: e.memory.size)

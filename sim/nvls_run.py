@@ -19,7 +19,8 @@ __all__ = ["NvlsSystem", "McGroup", "run_program", "system_params"]
 
 @dataclass(frozen=True)
 class NvlsSystem(SystemBase):
-    """The hardware of an NVLS run: the system of ``scin allreduce`` with the NVLS engine.
+    """The hardware of an NVLS run: the system of ``scin allreduce`` with the NVLS engine and the
+    endpoints' ring adder (the ring baseline runs on it too).
 
     ``entries``, ``entry_bytes``, ``groups``, ``acks`` are :class:`~scin.hdl.nvls.NvlsParams`;
     the rest as in :class:`~scin.sim.allreduce.CollectiveConfig` (``capacity``/``outstanding``
@@ -37,6 +38,7 @@ class NvlsSystem(SystemBase):
                             one_way_latency=self.one_way_latency, mem_latency=self.mem_latency,
                             mem_size=self.mem_size, reorder=self.reorder,
                             capacity=self.capacity, outstanding=self.outstanding,
+                            ring_adder=True,
                             nvls=NvlsEngine(entries=self.entries, entry_bytes=self.entry_bytes,
                                             groups=self.groups, acks=self.acks))
 

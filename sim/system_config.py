@@ -53,6 +53,8 @@ class SystemConfig(SystemBase):
     per participant of one push resource (0: no push mode); ``trains`` the ISA's read and write
     trains (1: the paper's per-slot protocol); ``gather_pairs`` the ISA's paired in-place
     AllGather (docs/ISA.md). ``nvls`` is the NVLS engine, or None for the switch without it.
+    ``ring_adder``: the endpoints can run the ring baseline's reduction step (only the ring needs
+    it; :class:`~scin.hdl.system.SystemParams`).
 
     The parameters are validated where the hardware is described, by :meth:`params`; a field
     that is not an int where one is needed, or an unknown key in :meth:`from_json`, raises
@@ -63,6 +65,7 @@ class SystemConfig(SystemBase):
     trains:          int = 1
     gather_pairs:    bool = False
     nvls:            NvlsEngine = None
+    ring_adder:      bool = False
 
     def __post_init__(self):
         if self.nvls is not None and not isinstance(self.nvls, NvlsEngine):
@@ -85,7 +88,7 @@ class SystemConfig(SystemBase):
             groups=self.nvls.groups, acks=self.nvls.acks)
         return SystemParams(isa=isa, one_way_latency=self.one_way_latency,
                             mem_latency=self.mem_latency, mem_size=self.mem_size,
-                            reorder=self.reorder, nvls=nvls)
+                            reorder=self.reorder, nvls=nvls, ring_adder=self.ring_adder)
 
     def replace(self, **changes):
         """This configuration with ``changes`` (field names) applied."""

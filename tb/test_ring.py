@@ -109,6 +109,29 @@ async def reduce_send(dut):
     assert bench.seen == len(bench.events.items) and not bench.got
 
 
+@cocotb.test()
+async def reduce_send_without_adder(dut):
+    """An Endpoint built without the ring's adder: a sum is refused loudly (sent as a copy of the
+    first source, reported SLVERR), a copy is unchanged (OK)."""
+    cfg, rng, bench = await setup(dut, "reduce_send_without_adder")
+    for k, reduce in enumerate((1, 0)):
+        a, b, dest, length, count = 0x1000, 0x8000, 0x4000 * (k + 1), FB * 2, 3
+        sa = _values(rng, count * nflits(length) * FB // 2, "fp16")
+        await bench.backdoor.write(a, sa.tobytes())
+        await bench.backdoor.write(b, _values(rng, len(sa), "fp16").tobytes())
+        bench.switch.write_faults = {}
+        tag = 0x70 + k
+        mark = bench.mark()
+        bench.send(AccOp.REDUCE_SEND, tag=tag, addr=a, addr2=b, dest=dest, dst=0, length=length,
+                   count=count, reduce=reduce, local=0, dtype=DType.FP16)
+        bench.send(AccOp.RED, dst=SW, tag=0x13, length=1, addr=MC | 0xF000)
+        events = await bench.events_until(EventKind.KERNEL_DONE, tag)
+        events += await bench.events_until(EventKind.WRITE_DONE, 0x13)
+        _check_op(bench, mark, events, tag=tag, a=a, dest=dest, dst=0, length=length,
+                  count=count, local=0, want=sa.tobytes(),
+                  status=Status.SLVERR if reduce else Status.OK)
+
+
 def _check_op(bench, mark, events, *, tag, a, dest, dst, length, count, local, want, status):
     """Every WRITE of one op (headers, payloads, order), its SENT and KERNEL_DONE, the fence."""
     writes = [p for p in bench.mon["tx__1"].packets(mark["tx__1"]) if p["tag"] & KBIT]
@@ -160,6 +183,16 @@ def test_reduce_send_op(sim, pauses):
     make = lambda: Endpoint(PARAMS, port=PORT, mem_size=MEM_SIZE, latency=LATENCY, reorder=False)
     run_block(__file__, sim, "endpoint", make, f"{PORT},{MEM_SIZE},{LATENCY},False",
               testcase=["reduce_send"], config={"pauses": pauses})
+
+
+def test_reduce_send_without_adder(sim):
+    """The op on an Endpoint built without the adder (``adder=False``, what a system that never
+    runs the ring has: :class:`~scin.hdl.system.SystemParams` ``ring_adder``)."""
+    from scin.hdl.endpoint.endpoint import Endpoint
+    make = lambda: Endpoint(PARAMS, port=PORT, mem_size=MEM_SIZE, latency=LATENCY, reorder=False,
+                            adder=False)
+    run_block(__file__, sim, "endpoint", make, f"{PORT},{MEM_SIZE},{LATENCY},False,no-adder",
+              testcase=["reduce_send_without_adder"], config={"pauses": "random"})
 
 
 # --- the push mode of the op --------------------------------------------------------------------

@@ -193,7 +193,8 @@ class Accelerator(wiring.Component):
     KERNEL_DONE. Its SENT event is that of its first READ header (none if ``count`` is 0).
     Responses with the top tag bit clear are reported as before, also while a kernel runs.
     REDUCE_SEND does the same with the :class:`~scin.hdl.endpoint.kernel.ReduceSend` (``ring``),
-    which reads the local memory through ``poll`` while it runs; its SENT event is that of its
+    which reads the local memory through ``poll`` while it runs (``adder``: whether it has the
+    ring's adder, :class:`~scin.hdl.endpoint.kernel.ReduceSend`); its SENT event is that of its
     first WRITE header. With ``push`` nothing is acknowledged: the command ends, with KERNEL_DONE,
     once the ReduceSend is done and its last flit has left ``write_out``.
 
@@ -234,13 +235,13 @@ class Accelerator(wiring.Component):
         Free-running cycle counter (0 in the first cycle after reset).
     """
 
-    def __init__(self, params, *, port=0, poll_addr_width):
+    def __init__(self, params, *, port=0, poll_addr_width, adder=True):
         check_type("params", params, FabricParams)
         check_int("port", port, 0, params.ports - 1)
         check_int("poll_addr_width", poll_addr_width, 1, params.addr_width)
         self._params, self._port, self._poll_addr_width = params, port, poll_addr_width
         self.kernel = Kernel(params, port=port)
-        self.ring = ReduceSend(params, port=port, poll_addr_width=poll_addr_width)
+        self.ring = ReduceSend(params, port=port, poll_addr_width=poll_addr_width, adder=adder)
         pkt = packet_signature(params)
         super().__init__({
             "cmd":       In(stream.Signature(command_layout(params))),

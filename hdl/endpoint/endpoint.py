@@ -50,6 +50,9 @@ class Endpoint(wiring.Component):
         READs the bridge keeps in flight (also the memory's read-table size).
     storage, name : str
         The memory's storage and backdoor name (see :class:`AxiMemory`).
+    adder : bool
+        Whether the accelerator has the ring's adder (REDUCE_SEND with ``reduce``;
+        :class:`~scin.hdl.endpoint.kernel.ReduceSend`).
 
     Members
     -------
@@ -67,7 +70,7 @@ class Endpoint(wiring.Component):
     """
 
     def __init__(self, params, *, port=0, mem_size=1 << 16, latency=MEM_LATENCY, reorder=False,
-                 outstanding=16, storage="memory", name="mem"):
+                 outstanding=16, storage="memory", name="mem", adder=True):
         self._params = check_type("params", params, FabricParams)
         self.bridge = AxiBridge(params, port=port, outstanding=outstanding)
         self.memory = AxiMemory(self.bridge.axi_params, size=mem_size, latency=latency,
@@ -75,7 +78,7 @@ class Endpoint(wiring.Component):
                                 seed=(0xACE1 ^ (port * 0x1F35)) & 0xFFFF or 1,
                                 storage=storage, name=name)
         poll_bits = len(self.memory.poll.addr)
-        self.accelerator = Accelerator(params, port=port, poll_addr_width=poll_bits)
+        self.accelerator = Accelerator(params, port=port, poll_addr_width=poll_bits, adder=adder)
         pkt = packet_signature(params)
         mem = self.memory
         super().__init__({

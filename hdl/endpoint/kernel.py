@@ -430,6 +430,10 @@ class ReduceSend(wiring.Component):
       handshake (the op's start if ``count`` is 0). Every WRITE_RESP that comes while it runs is
       dropped. The packets stream exactly as without ``push``: no extra cycle per packet.
 
+    Without the adder (``adder=False``, a system that never runs the ring: the adder is sixteen
+    FP32 adders per endpoint, over a quarter of the simulated system), an op with ``reduce`` is
+    carried out as a copy of ``A`` and reported with ``status`` SLVERR, never silently.
+
     Local reads: ``poll`` delivers a whole flit one cycle after its address, every cycle; that
     one cycle is the model's GPU local read latency. A copy reads one flit per cycle; a reduction
     reads ``A`` then ``B`` on the one port, so it makes at most one result flit every two cycles
@@ -440,10 +444,11 @@ class ReduceSend(wiring.Component):
     buffer) and sent again behind its remote WRITE.
     """
 
-    def __init__(self, params, *, port=0, poll_addr_width):
+    def __init__(self, params, *, port=0, poll_addr_width, adder=True):
         self._params = check_type("params", params, FabricParams)
         check_int("poll_addr_width", poll_addr_width, 1, params.addr_width)
         self._port = port
+        self._adder = check_type("adder", adder, bool)
         super().__init__(ReduceSendSignature(params, poll_addr_width))
 
     def elaborate(self, platform):
@@ -473,7 +478,9 @@ class ReduceSend(wiring.Component):
                     p = self.start.payload
                     # A push has no local copy: it would be an ordinary WRITE to be acknowledged.
                     m.d.sync += [cmd.eq(p), cmd.local.eq(p.local & ~p.push),
-                                 written.eq(0), acked.eq(0), status.eq(Status.OK),
+                                 written.eq(0), acked.eq(0),
+                                 status.eq(Mux(p.reduce & (not self._adder), Status.SLVERR,
+                                               Status.OK)),
                                  nflits.eq((p.length + P.flit_bytes - 1)
                                            >> exact_log2(P.flit_bytes)),
                                  last_cycle.eq(self.cycle)]
@@ -531,12 +538,16 @@ class ReduceSend(wiring.Component):
         """The result flits as a stream: ``q``'s pairs through the two-member adder, or its first
         flits as they are (copy)."""
         fw = self._params.flit_width
+        res = stream.Signature(fw).create(path=("result",))
+        if not self._adder:
+            m.d.comb += [res.valid.eq(q.r_rdy), res.payload.eq(q.r_data[:fw]),
+                         q.r_en.eq(res.ready)]
+            return res
         add = m.submodules.adder = NvlsReducer(flit_width=fw, members=2, user_width=1)
         ai = add.i.payload
         m.d.comb += [ai.data[0].eq(q.r_data[:fw]), ai.data[1].eq(q.r_data[fw:]),
                      ai.order[0].eq(0), ai.order[1].eq(1), ai.count.eq(2), ai.dtype.eq(cmd.dtype),
                      add.i.valid.eq(q.r_rdy & cmd.reduce)]
-        res = stream.Signature(fw).create(path=("result",))
         m.d.comb += [res.valid.eq(Mux(cmd.reduce, add.o.valid, q.r_rdy)),
                      res.payload.eq(Mux(cmd.reduce, add.o.payload.data, q.r_data[:fw])),
                      add.o.ready.eq(res.ready & cmd.reduce),
