@@ -74,7 +74,7 @@ class SystemParams:
     reorder:         bool = False
     credits:         int = 256
     nvls:            object = None
-    ring_adder:      bool = True
+    ring_adder:      bool = False
 
     def __post_init__(self):
         check_type("isa", self.isa, IsaParams)

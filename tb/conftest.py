@@ -19,7 +19,6 @@ LONG_TESTS = [
     "tb/test_soak.py::test_soak_short",
     "tb/test_faults.py::test_system_faults",
     "tb/test_datapath.py::test_datapath[icarus-",
-    "tb/test_nvls_reducer.py::test_reducer[verilator-n8w256]",            # ~160 s
     # six tops packaged and linted
     "tb/test_package.py",
     "tb/test_formal.py::test_property[credit_link_l3:cover]",            # ~50-60 s
