@@ -43,7 +43,7 @@ flows: $(STAMP)
 # Line and toggle coverage of hdl/ (docs/VERIFICATION.md): the suite on Verilator with coverage
 # models (SCIN_COVERAGE=1, built and cached apart from the normal ones), then the report,
 # docs/COVERAGE.md. Icarus has no coverage, so its half is left out. The data of an earlier run is
-# removed first: the report is of this run only. Narrow it with COVERAGE_TESTS=tb/test_system.py.
+# removed first: the report is of this run only. Narrow it with COVERAGE_TESTS=tb/system/test_system.py.
 COVERAGE_TESTS ?=
 coverage: $(STAMP)
 	rm -rf $${SCIN_BUILD_DIR:-.build}/coverage
@@ -53,7 +53,7 @@ coverage: $(STAMP)
 lint: $(STAMP) lint-py
 	$(BIN)/scin lint
 
-# The Python linter, as configured in pyproject.toml ([tool.ruff]); tb/test_ruff.py runs the same.
+# The Python linter, as configured in pyproject.toml ([tool.ruff]); tb/tools/test_ruff.py runs the same.
 lint-py: $(STAMP)
 	$(BIN)/ruff check .
 

@@ -2,8 +2,8 @@
 
 Every block of the fabric (links, switch port, switch core, ISA, endpoints) imports its layouts from
 here, and so do the testbenches, so a field is never sliced out of raw bits in two places.
-``docs/PROTOCOL.md`` carries the bit-level table; ``tb/test_packet.py`` checks that table against
-the layouts built here.
+``docs/PROTOCOL.md`` carries the bit-level table; ``tb/unit/test_packet.py`` checks that table
+against the layouts built here.
 
 A *packet* is one header flit followed by ``payload_flits(length)`` payload flits. The header sits
 in the low bits of its flit; the rest of the header flit is zero. Payload byte ``k`` of a packet is
@@ -240,7 +240,7 @@ class FabricParams:
 # -- completion flag ------------------------------------------------------------------------------
 # The word the ISA writes to every participant's memory at the end of a collective, and that the
 # accelerators poll: part of the protocol between switch and endpoints, like the header above.
-# ``docs/ISA.md`` (Completion flag) carries its table; ``tb/test_isa_descriptor.py`` checks it.
+# ``docs/ISA.md`` (Completion flag) carries its table; ``tb/unit/test_isa_descriptor.py`` checks it.
 
 __all__ += ["FlagStatus", "flag_layout"]
 

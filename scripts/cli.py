@@ -170,7 +170,7 @@ COMMANDS = {c.name: c for c in (
                         "'not reached by any test'. Exits 1 below --min, 2 without data.",
             epilog="Collect and report in one go: make coverage (the whole suite on Verilator, "
                    "then this command). By hand: SCIN_COVERAGE=1 pytest -n 2 -k 'not icarus' "
-                   "tb/test_system.py; scin coverage --out -"),
+                   "tb/system/test_system.py; scin coverage --out -"),
     Command("bench-port", "bench_port",
             help="benchmark one switch port's link under saturation (writes docs/PERFORMANCE.md)",
             description="Benchmark: sustained flits per cycle through one switch port's TX link "

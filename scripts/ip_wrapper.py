@@ -193,7 +193,8 @@ def _aximm(core, name, mode, sig):
         "READ_WRITE_MODE": "READ_WRITE", "HAS_LOCK": 0, "HAS_CACHE": 0, "HAS_PROT": 0,
         "HAS_QOS": 0, "HAS_REGION": 0, "HAS_BURST": 1, "HAS_WSTRB": 1, "HAS_BRESP": 1,
         "HAS_RRESP": 1, "MAX_BURST_LENGTH": 256})
-    if not manager:   # AxiMemory takes narrow beats (tb/test_axi_memory.py); the bridge's are full
+    # AxiMemory takes narrow beats (tb/block/test_axi_memory.py); the bridge's are full.
+    if not manager:
         iface.parameters["SUPPORTS_NARROW_BURST"] = 1
     return iface
 

@@ -53,38 +53,39 @@ OPERATORS = {
 #: copy's root). Only tests that need no Verilator build: Amaranth's simulator, Icarus and the
 #: formal checks, so that a mutant takes seconds, not a build.
 TARGETS = {
-    "hdl/isa/feeder.py": ["tb/test_isa_blocks.py", "-k", "feeder"],
-    "hdl/isa/copy_path.py": ["tb/test_isa_blocks.py", "-k", "feeder"],
-    "hdl/isa/writeback.py": ["tb/test_isa_blocks.py", "-k", "write"],
-    "hdl/isa/read_issuer.py": ["tb/test_isa_blocks.py", "-k", "read_issuer or segments"],
-    "hdl/isa/wave_table.py": ["tb/test_isa_blocks.py", "-k", "wave_table"],
-    "hdl/isa/table_manager.py": ["tb/test_isa_blocks.py", "-k", "table_manager"],
-    "hdl/isa/barrier.py": ["tb/test_isa_blocks.py", "tb/test_formal.py", "-k",
+    "hdl/isa/feeder.py": ["tb/unit/test_isa_blocks.py", "-k", "feeder"],
+    "hdl/isa/copy_path.py": ["tb/unit/test_isa_blocks.py", "-k", "feeder"],
+    "hdl/isa/writeback.py": ["tb/unit/test_isa_blocks.py", "-k", "write"],
+    "hdl/isa/read_issuer.py": ["tb/unit/test_isa_blocks.py", "-k", "read_issuer or segments"],
+    "hdl/isa/wave_table.py": ["tb/unit/test_isa_blocks.py", "-k", "wave_table"],
+    "hdl/isa/table_manager.py": ["tb/unit/test_isa_blocks.py", "-k", "table_manager"],
+    "hdl/isa/barrier.py": ["tb/unit/test_isa_blocks.py", "tb/block/test_formal.py", "-k",
                            "barrier and not cover"],
-    "hdl/isa/instruction_buffer.py": ["tb/test_isa_blocks.py", "-k", "instruction_buffer"],
-    "hdl/isa/descriptor.py": ["tb/test_isa_blocks.py", "tb/test_isa_descriptor.py", "-k",
+    "hdl/isa/instruction_buffer.py": ["tb/unit/test_isa_blocks.py", "-k", "instruction_buffer"],
+    "hdl/isa/descriptor.py": ["tb/unit/test_isa_blocks.py", "tb/unit/test_isa_descriptor.py", "-k",
                               "descriptor or watchdog"],
-    "hdl/transport/credit_tx.py": ["tb/test_formal.py", "tb/test_transport.py", "-k",
+    "hdl/transport/credit_tx.py": ["tb/block/test_formal.py", "tb/block/test_transport.py", "-k",
                                    "credit_link and not cover or icarus and credits4"],
-    "hdl/transport/credit_rx.py": ["tb/test_formal.py", "tb/test_transport.py", "-k",
+    "hdl/transport/credit_rx.py": ["tb/block/test_formal.py", "tb/block/test_transport.py", "-k",
                                    "credit_link and not cover or icarus and credits4"],
-    "hdl/transport/round_robin.py": ["tb/test_formal.py", "-k", "packet_arbiter and not cover"],
-    "hdl/switch/arbiter.py": ["tb/test_formal.py", "-k", "packet_arbiter and not cover"],
-    "hdl/switch/filter.py": ["tb/test_switch_port.py", "-k", "icarus and not round_robin"],
+    "hdl/transport/round_robin.py": ["tb/block/test_formal.py", "-k",
+                                     "packet_arbiter and not cover"],
+    "hdl/switch/arbiter.py": ["tb/block/test_formal.py", "-k", "packet_arbiter and not cover"],
+    "hdl/switch/filter.py": ["tb/block/test_switch_port.py", "-k", "icarus and not round_robin"],
 }
 
 #: What a mutant that survives its file's tests runs next: the ISA's and the transport's own
 #: simulations on Icarus (a build per mutant, so slower), the tests that notice what a block's
 #: unit tests cannot, e.g. a flush that no unit test raises. A mutant survives only if it
 #: survives both.
-_ISA_SYSTEM = ["tb/test_isa.py", "tb/test_faults.py", "-k",
+_ISA_SYSTEM = ["tb/block/test_isa.py", "tb/block/test_faults.py", "-k",
                "icarus and (fp16_64B or fp16_subset or bad_input or bad_arrivals or isa_faults)"]
 SECOND_TIER = {
     **{f: _ISA_SYSTEM for f in TARGETS if f.startswith("hdl/isa/")},
-    "hdl/transport/credit_tx.py": ["tb/test_transport.py", "-k", "icarus"],
-    "hdl/transport/credit_rx.py": ["tb/test_transport.py", "-k", "icarus"],
-    "hdl/transport/round_robin.py": ["tb/test_switch_port.py", "-k", "icarus"],
-    "hdl/switch/arbiter.py": ["tb/test_switch_port.py", "-k", "icarus"],
+    "hdl/transport/credit_tx.py": ["tb/block/test_transport.py", "-k", "icarus"],
+    "hdl/transport/credit_rx.py": ["tb/block/test_transport.py", "-k", "icarus"],
+    "hdl/transport/round_robin.py": ["tb/block/test_switch_port.py", "-k", "icarus"],
+    "hdl/switch/arbiter.py": ["tb/block/test_switch_port.py", "-k", "icarus"],
 }
 
 #: Surviving mutants that were looked at, by :attr:`Mutant.key` (``FILE::SCOPE::TEXT`` of the

@@ -5,7 +5,7 @@ does not depend on N), so each series of a figure gets its own colour, marker *a
 (:func:`series_style`), markers hollow and of decreasing size, so a curve drawn over another still
 shows the one beneath. :func:`finish` gives every axes its labels, a grid, plain tick labels on
 log axes and one legend, and every figure a title that says whether its figures are measured on
-the RTL or modelled; :func:`check_figure` is the same rule as a check (tb/test_plots.py).
+the RTL or modelled; :func:`check_figure` is the same rule as a check (tb/tools/test_plots.py).
 """
 
 import math

@@ -54,8 +54,8 @@ def add_arguments(p):
                         "random groups, sizes, dtypes and windows run beside SCIN collectives on "
                         "the other ports, with bad multicast accesses (outside every group, past "
                         "a group's end, bad length) that must be refused; the system of "
-                        "tb/test_nvls.py (64 KiB memories), in rounds of one simulation each "
-                        "(--fault-rate: also the share of ports given a bad access per step; "
+                        "tb/system/test_nvls.py (64 KiB memories), in rounds of one simulation "
+                        "each (--fault-rate: also the share of ports given a bad access per step; "
                         "--traffic-rate does not apply)")
     p.add_argument("--json", type=json_file, nargs="?", const="-", default=None, metavar="FILE",
                    help="the summary as one JSON object on standard output instead of the text, "

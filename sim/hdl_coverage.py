@@ -626,7 +626,8 @@ def render_report(cov, *, waivers, command, commit, notes=(), root=REPO_ROOT):
             "register counts, covered once reset is applied. Only Verilator runs are measured: "
             "Icarus has no "
             "coverage, and the tests that run in Amaranth's Python simulator (most ISA block tests "
-            "of `tb/test_isa_blocks.py`, parts of `tb/test_transport.py`) add nothing here.", ""]
+            "of `tb/unit/test_isa_blocks.py`, parts of `tb/block/test_transport.py`) add nothing "
+            "here.", ""]
     modules = {}
     for test, _ in cov.runs:
         label = test.split("::")[0]

@@ -23,10 +23,10 @@ reduction entry or zero; an ``st`` or a ``red`` outside every group or past its 
 counted in ``nvls_counters['refused']``, write nothing anywhere, and leave the next collective of
 its port exact.
 
-The system is the NVLS-enabled one of ``tb/test_nvls.py`` (64 KiB memories, 8 reduction entries,
-8 acknowledgement entries, :func:`hardware`), so the soak reuses its build. Steps are packed into
-*rounds*: one simulation each (:func:`~scin.sim.nvls_run.run_program`), with up to ``groups``
-multicast groups (each mapping every member's whole memory), one ISA descriptor per sync
+The system is the NVLS-enabled one of ``tb/system/test_nvls.py`` (64 KiB memories, 8 reduction
+entries, 8 acknowledgement entries, :func:`hardware`), so the soak reuses its build. Steps are
+packed into *rounds*: one simulation each (:func:`~scin.sim.nvls_run.run_program`), with up to
+``groups`` multicast groups (each mapping every member's whole memory), one ISA descriptor per sync
 resource, its buffers in the 60 KiB below the flag page. Every port runs its commands in the
 round's step order, so the collectives of a step overlap and those of consecutive steps on other
 ports too.
@@ -64,7 +64,7 @@ from .soak import OPS, collective_entry, collectives_coverage, draw_collective
 __all__ = ["hardware", "make_nvls_plan", "run_nvls_soak", "verify_round", "nvls_coverage",
            "BAD_KINDS", "MEM_SIZE"]
 
-#: The memories of tb/test_nvls.py's system, whose build the soak reuses.
+#: The memories of tb/system/test_nvls.py's system, whose build the soak reuses.
 MEM_SIZE = 1 << 16
 _PAGE = 4096
 #: The top page holds every flag word of a round (NVLS barrier counters and SCIN flags), one
@@ -87,7 +87,7 @@ WIDE_MAX_RANKS = 5
 def hardware(cfg):
     """The :class:`~scin.sim.nvls_run.NvlsSystem` of the NVLS soak of ``cfg`` (a
     :class:`~scin.sim.soak.SoakConfig`): with four endpoints and responses in order, exactly
-    tb/test_nvls.py's ``HW``."""
+    tb/system/test_nvls.py's ``HW``."""
     from .nvls_run import NvlsSystem
     return NvlsSystem(endpoints=cfg.endpoints, mem_size=MEM_SIZE, entries=8, acks=8,
                       reorder=cfg.reorder, capacity=cfg.capacity, outstanding=cfg.waves)

@@ -175,7 +175,7 @@ class SoakConfig:
         """The :class:`~scin.sim.system_config.SystemConfig` the soak runs on (the NVLS soak's is
         :func:`.nvls_soak.hardware`), on the paper's link model: with push space, one push
         resource of ``push_capacity`` bytes per participant (as ``scin allreduce --mode push``
-        builds it, so tb/test_system.py's cases on this hardware share the soak's simulator
+        builds it, so tb/system/test_system.py's cases on this hardware share the soak's simulator
         build)."""
         return SystemConfig(endpoints=self.endpoints, capacity=self.capacity,
                             outstanding=self.waves, mem_size=MEM_SIZE, reorder=self.reorder,
@@ -540,8 +540,8 @@ def collectives_coverage(pairs, *, endpoints, flit_bytes, capacity, push=False):
     space, so the PUSH descriptors that cannot push (:data:`PUSH_BAD_KINDS`) are fault bins."""
     from ..hdl.isa import FlagMode
     # A write error is a fault class of the space the soak does not draw (its DECERR is on the
-    # reads; tb/test_faults.py injects write errors, directed): a hole by construction, listed so
-    # that the report says so.
+    # reads; tb/block/test_faults.py injects write errors, directed): a hole by construction, listed
+    # so that the report says so.
     kinds = BAD_DESC_KINDS + (PUSH_BAD_KINDS if push else ())
     faults = ("none", "decerr", "decerr_write") + tuple(f"bad_desc:{k}" for k in kinds)
     cov = Coverage(faults, {**FAULT_OPS, "decerr_write": numerics.OPS}, endpoints)

@@ -12,21 +12,21 @@ from scin.tb.simulators import ICARUS_MISSING
 #: many short tests instead of starting last and running alone: with ``--maxschedchunk 1`` each
 #: xdist worker takes the next test in this order as it frees up (longest processing time first).
 LONG_TESTS = [
-    "tb/test_soak.py::test_two_groups_of_four_on_eight_ports",            # 8-port system, ~590 s
-    "tb/test_nvls.py::test_reordered_responses_change_nvls_bits_not_scins",  # NVLS builds, ~450 s
-    "tb/test_nvls.py::test_ld_reduce_st_and_refusals[verilator]",  # NVLS system build, ~265 s
-    "tb/test_system.py::test_system_large",                               # two system builds
-    "tb/test_soak.py::test_soak_short",
-    "tb/test_faults.py::test_system_faults",
-    "tb/test_datapath.py::test_datapath[icarus-",
+    "tb/system/test_soak.py::test_two_groups_of_four_on_eight_ports",        # 8-port system
+    "tb/system/test_nvls.py::test_reordered_responses_change_nvls_bits_not_scins",  # NVLS builds
+    "tb/system/test_nvls.py::test_ld_reduce_st_and_refusals[verilator]",  # NVLS system build
+    "tb/system/test_system.py::test_system_large",                               # two system builds
+    "tb/system/test_soak.py::test_soak_short",
+    "tb/block/test_faults.py::test_system_faults",
+    "tb/block/test_datapath.py::test_datapath[icarus-",
     # six tops packaged and linted
-    "tb/test_package.py",
-    "tb/test_formal.py::test_property[credit_link_l3:cover]",            # ~50-60 s
-    "tb/test_formal.py::test_property[contract_bridge]",                 # bmc to 10, ~40-80 s
-    "tb/test_formal.py::test_property[write_tags]",                      # k-induction, ~33 s
-    "tb/test_formal.py::test_property[credit_order]",                    # bmc to 12, ~21-32 s
-    "tb/test_lint.py::test_block_lints_clean[system]",
-    "tb/test_lint.py::test_block_passes_yosys_check[system]",
+    "tb/tools/test_package.py",
+    "tb/block/test_formal.py::test_property[credit_link_l3:cover]",            # ~50-60 s
+    "tb/block/test_formal.py::test_property[contract_bridge]",                 # bmc to 10, ~40-80 s
+    "tb/block/test_formal.py::test_property[write_tags]",                      # k-induction, ~33 s
+    "tb/block/test_formal.py::test_property[credit_order]",                    # bmc to 12, ~21-32 s
+    "tb/tools/test_lint.py::test_block_lints_clean[system]",
+    "tb/tools/test_lint.py::test_block_passes_yosys_check[system]",
 ]
 
 
@@ -34,21 +34,21 @@ LONG_TESTS = [
 #: the whole simulated system (each builds or shares a multi-minute Verilator model of it) and the
 #: mutation run. ``make test`` runs them all (the whole-flow tests, marked ``flow``, run apart).
 SYSTEM_TESTS = [
-    "tb/test_system.py::test_system_",
-    "tb/test_soak.py::test_soak_short",
-    "tb/test_nvls.py::test_",
-    "tb/test_nvls_soak.py::test_nvls_soak_short",
-    "tb/test_nvls_collectives.py::test_nvls_collective[",
-    "tb/test_ring.py::test_ring",
-    "tb/test_faults.py::test_system",
-    "tb/test_collectives.py::test_",
-    "tb/test_push.py::test_",
-    "tb/test_cli.py::test_allreduce_",
-    "tb/test_cli.py::test_collective_json",
-    "tb/test_cli.py::test_reduce_scatter_trace",
-    "tb/test_coverage.py::test_the_soak_cli",
-    "tb/test_timing.py::test_datapath_block_meets_budget",
-    "tb/test_mutation.py::test_a_known_bug_is_killed",
+    "tb/system/test_system.py::test_system_",
+    "tb/system/test_soak.py::test_soak_short",
+    "tb/system/test_nvls.py::test_",
+    "tb/system/test_nvls_soak.py::test_nvls_soak_short",
+    "tb/system/test_nvls_collectives.py::test_nvls_collective[",
+    "tb/system/test_ring.py::test_ring",
+    "tb/block/test_faults.py::test_system",
+    "tb/block/test_collectives.py::test_",
+    "tb/block/test_push.py::test_",
+    "tb/tools/test_cli.py::test_allreduce_",
+    "tb/tools/test_cli.py::test_collective_json",
+    "tb/tools/test_cli.py::test_reduce_scatter_trace",
+    "tb/tools/test_coverage.py::test_the_soak_cli",
+    "tb/tools/test_timing.py::test_datapath_block_meets_budget",
+    "tb/tools/test_mutation.py::test_a_known_bug_is_killed",
 ]
 
 

@@ -1,7 +1,8 @@
-"""What the endpoint and bridge testbenches share (tb/test_endpoint.py, tb/test_bridge_edges.py,
-tb/test_bridge_trains.py): the fabric parameters, transfer monitors, idle inputs, packets as flit
-payloads, the bridge's packet-level driver (:class:`BridgeTb`) and the AxiRam bench of the
-flat-AXI bridge with one page whose reads fail (:func:`bridge_bench`)."""
+"""What the endpoint and bridge testbenches share (tb/block/test_endpoint.py,
+tb/block/test_bridge_edges.py, tb/block/test_bridge_trains.py): the fabric parameters, transfer
+monitors, idle inputs, packets as flit payloads, the bridge's packet-level driver
+(:class:`BridgeTb`) and the AxiRam bench of the flat-AXI bridge with one page whose reads fail
+(:func:`bridge_bench`)."""
 
 import cocotb
 from cocotb.triggers import RisingEdge

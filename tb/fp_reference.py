@@ -1,6 +1,6 @@
 """Exact references for floating-point patterns that the numerics tests share
-(tb/test_numerics.py, tb/test_nvls_golden.py): written from the formats' definitions with Python
-``Fraction`` arithmetic, independently of the golden model in sim/."""
+(tb/unit/test_numerics.py, tb/unit/test_nvls_golden.py): written from the formats' definitions with
+Python ``Fraction`` arithmetic, independently of the golden model in sim/."""
 
 from fractions import Fraction
 

@@ -1,5 +1,5 @@
-"""The ISA-level test setup that ``tb/test_isa.py`` and ``tb/test_faults.py`` share: one ISA
-configuration (so each simulator builds the ISA once for both), the buffer addresses in every
+"""The ISA-level test setup that ``tb/block/test_isa.py`` and ``tb/block/test_faults.py`` share: one
+ISA configuration (so each simulator builds the ISA once for both), the buffer addresses in every
 endpoint model's memory, and the random inputs.
 """
 
@@ -22,9 +22,9 @@ SRC, DST, SSRC, SDST, FLAG = 0x0000, 0x10000, 0x20000, 0x21000, 0x22000
 MEM = 0x23000
 
 
-#: The watchdog of the ISA under test, in cycles: short, so the fault tests (tb/test_faults.py,
-#: which share this build) see it expire quickly, and still far above any healthy pause here
-#: (model latencies of 5-40 cycles with 20 % idle cycles and backpressure).
+#: The watchdog of the ISA under test, in cycles: short, so the fault tests
+#: (tb/block/test_faults.py, which share this build) see it expire quickly, and still far above any
+#: healthy pause here (model latencies of 5-40 cycles with 20 % idle cycles and backpressure).
 TEST_TIMEOUT = 2048
 
 #: The flag's data bits (OVERFLOW | INVALID): what a good collective's status may carry, and

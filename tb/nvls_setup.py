@@ -1,5 +1,5 @@
-"""What the NVLS kernel testbenches share (tb/test_nvls_kernel.py, tb/test_ring.py): the
-endpoint's configuration, packets as flit payloads, transfer monitors, a Python model of the
+"""What the NVLS kernel testbenches share (tb/block/test_nvls_kernel.py, tb/system/test_ring.py):
+the endpoint's configuration, packets as flit payloads, transfer monitors, a Python model of the
 switch's NVLS engine (:class:`NvlsSwitch`) and the bench around the endpoint (:func:`setup`)."""
 
 import random

@@ -2,7 +2,7 @@
 
 A descriptor is captured once (graph capture: addresses, shapes and sizes are fixed across replays),
 loaded into the instruction buffer, and replayed at every barrier generation of its sync resource.
-``docs/ISA.md`` documents every field; ``tb/test_isa_descriptor.py`` checks its tables against
+``docs/ISA.md`` documents every field; ``tb/unit/test_isa_descriptor.py`` checks its tables against
 :func:`descriptor_layout`, :func:`read_tag_layout` and :func:`write_tag_layout`. The completion
 flag the ISA writes is protocol and lives in :mod:`scin.hdl.packet` (:func:`flag_layout`,
 :class:`FlagStatus`, re-exported here).

@@ -15,7 +15,7 @@ __all__ = ["Switch", "SWITCH_LATENCY"]
 #: Cycles a packet spends in the switch besides its two transport halves: filter register, core
 #: arbiter, port arbiter. Endpoint to endpoint through the core (user stream to user stream) takes
 #: ``2 * (link latency + TRANSPORT_LATENCY) + SWITCH_LATENCY`` cycles; link end to link end through
-#: the switch, ``TRANSPORT_LATENCY + SWITCH_LATENCY`` = 6 (measured by tb/test_switch.py).
+#: the switch, ``TRANSPORT_LATENCY + SWITCH_LATENCY`` = 6 (measured by tb/block/test_switch.py).
 SWITCH_LATENCY = 3
 
 

@@ -15,7 +15,8 @@ __all__ = ["TransportPort", "TRANSPORT_LATENCY", "CREDIT_LOOP_OVERHEAD", "credit
 #: Cycles the transport RTL adds to a one-way trip, user stream to user stream, on top of the
 #: link's own latency: 1 in CreditTx (registered link output) + 2 in CreditRx (block-RAM queue
 #: write, then its output register). A flit accepted on ``tx[c]`` in cycle ``t`` is offered on the
-#: peer's ``rx[c]`` in cycle ``t + latency + TRANSPORT_LATENCY`` (measured by tb/test_transport.py).
+#: peer's ``rx[c]`` in cycle ``t + latency + TRANSPORT_LATENCY`` (measured by
+#: tb/block/test_transport.py).
 TRANSPORT_LATENCY = 3
 
 #: Cycles a credit is away besides the two link traversals: TX output register (1) + RX queue (2)

@@ -73,7 +73,7 @@ class WriteTagsHarness(wiring.Component):
         ``seq`` (only the index is checked, so a stale response is accepted).
         ``accepts_only_current`` or ``rest_counted`` must fail. (An entry freed while a port
         outside ``mask`` still owes it needs 33 writes from reset to show, too deep for a
-        bounded check: ``tb/test_isa_blocks.py`` drives that case.)
+        bounded check: ``tb/unit/test_isa_blocks.py`` drives that case.)
 
     Members
     -------

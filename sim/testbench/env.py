@@ -99,6 +99,7 @@ def read_int(handle):
 
 def cocotb_module(file):
     """The importable name of a module file of the package (``scin.tb.test_isa`` for
-    ``tb/test_isa.py``), for ``run_cocotb``: pytest may import a test file under another name."""
+    ``tb/block/test_isa.py``), for ``run_cocotb``: pytest may import a test file under another
+    name."""
     parts = Path(file).resolve().relative_to(_PACKAGE_ROOT).with_suffix("").parts
     return ".".join(("scin", *parts))

@@ -311,7 +311,7 @@ class BlockQuantizer(wiring.Component):
         # with 0 <= e < 1 and W < 2**19, so qe = floor(W * R / 2**20) (< 2**9) is floor(W/D') or
         # one less (W * e / 2**20 < 1/2); the exact remainder W - qe * D', in [0, 2D'), says
         # which, and gives the sticky bit. A quotient of 256 or more is clamped to 127 below.
-        # Checked exhaustively, every D' and every 19-bit W: tb/test_datapath.py.
+        # Checked exhaustively, every D' and every 19-bit W: tb/block/test_datapath.py.
         q2 = {}
         for lane in range(lanes8(self.flit_width)):
             prod = wire(m, q1[lane]["w"] * blk["r"], f"q2_wr_l{lane}", shape=30)

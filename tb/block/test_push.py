@@ -3,9 +3,9 @@ groups pushing beside a pulled collective, a pushed Reduce, and every push fault
 reserved space, to a resource without one, from a port outside the group, a PUSH descriptor that
 cannot push), each ending as documented with the next collective clean.
 
-The bit-for-bit push cases of every dtype are ``push_*`` and ``auto_*`` in tb/test_isa.py; this
-file shares that ISA build (``isa_params``): two push resources of 8 KiB per participant. Random
-pauses on every stream on Verilator; Icarus runs the same scenario without pauses on 128-byte
+The bit-for-bit push cases of every dtype are ``push_*`` and ``auto_*`` in tb/block/test_isa.py;
+this file shares that ISA build (``isa_params``): two push resources of 8 KiB per participant.
+Random pauses on every stream on Verilator; Icarus runs the same scenario without pauses on 128-byte
 messages (a 4 KiB collective takes minutes there).
 """
 

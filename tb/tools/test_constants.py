@@ -24,7 +24,7 @@ import pytest
 from scin.hdl import paper
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("hdl", "sim", "scripts", "boards")
 CONSTANTS_MODULE = Path("hdl/paper.py")
 

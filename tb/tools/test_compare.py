@@ -1,5 +1,6 @@
 """``scin compare``'s plumbing (no simulation): points, refusals, speedups, the doc section.
-The measured runs themselves are tb/test_nvls.py's (NVLS) and tb/test_system.py's (SCIN)."""
+The measured runs themselves are tb/system/test_nvls.py's (NVLS) and tb/system/test_system.py's
+(SCIN)."""
 
 import argparse
 

@@ -60,8 +60,8 @@ LARGE = {
     "fp16_odd_waves":      dict(dtype="fp16", size=200 * 1024 + 64),
     "fp16_replay_x3":      dict(dtype="fp16", size=16 << 10, replays=3),
     "fp16_acked_flags":    dict(dtype="fp16", size=16 << 10, flag_mode="acked"),
-    # Reordering memories on the soak's hardware (4 slots in 4 waves, tb/test_soak.py), so the two
-    # share one simulator build; a 64 KiB message is then wave-regulated through the table.
+    # Reordering memories on the soak's hardware (4 slots in 4 waves, tb/system/test_soak.py), so
+    # the two share one simulator build; a 64 KiB message is then wave-regulated through the table.
     "fp16_reorder_random": dict(dtype="fp16", size=64 << 10, seed=7, **SOAK_HARDWARE),
     "int8_reorder_random": dict(dtype="int8", size=64 << 10, seed=8, **SOAK_HARDWARE),
     "fp16_with_traffic":   dict(dtype="fp16", size=64 << 10, traffic=True),
@@ -164,7 +164,7 @@ def test_system_large(case):
 #: The rest of the collective set on the system (``scin collective``), on the default build:
 #: shards that cross 4 KiB pages at their source (ReduceScatter) and destination (AllGather), in
 #: place and out of place, roots other than rank 0, and a barrier. Verilator only: Icarus runs
-#: every operation at the ISA level (tb/test_collectives.py), and the system takes it a minute
+#: every operation at the ISA level (tb/block/test_collectives.py), and the system takes it a minute
 #: per kilobyte.
 COLLECTIVES = {
     "reduce_scatter_int8_6KiB":      dict(op="reduce-scatter", dtype="int8", size=6 << 10),
@@ -193,7 +193,7 @@ PAIRED = {
                                             in_place=True, seed=3), 3 * 2),
     "allgather_bf16_in_place_unpaired": (dict(op="allgather", dtype="bf16", size=(4 << 10) + 64,
                                               in_place=True, seed=4), 4 * 2),
-    # All eight ranks of the 8-endpoint soak's build (tb/test_soak.py): 7 phases of one slot.
+    # All eight ranks of the 8-endpoint soak's build (tb/system/test_soak.py): 7 phases of one slot.
     "allgather_fp16_in_place_pairs_8": (dict(op="allgather", dtype="fp16", size=4 << 10,
                                              in_place=True, endpoints=8, seed=5), 7),
 }

@@ -15,7 +15,7 @@ and shared by the tests below (the Verilog itself comes from the shared ``.build
   ``AxiMaster`` on ``s_axi_*`` and its AXI4-Stream source and sink on ``s_axis_load``,
   ``s_axis_dump_req`` and ``m_axis_dump_data``, with idle cycles and backpressure on every
   channel, against a byte-array reference. On Icarus only: the memory's AXI behaviour is tested on
-  both simulators by ``tb/test_axi_memory.py``; this test is about the wrapper's names and
+  both simulators by ``tb/block/test_axi_memory.py``; this test is about the wrapper's names and
   slicing, which Verilator already elaborates in the lint, and a Verilator build of the 64 KiB
   memory would cost more than the rest of this file.
 """

@@ -41,7 +41,8 @@ def complaints(problems, todo):
     listed files that have none left."""
     dirty = {path for path, _ in problems}
     wrong = [line for path, line in problems if path not in todo]
-    wrong += [f"{path}: no ruff problem left (or gone); remove it from TODO in tb/test_ruff.py"
+    wrong += [f"{path}: no ruff problem left (or gone); remove it from TODO in "
+              f"tb/tools/test_ruff.py"
               for path in sorted(todo - dirty)]
     return wrong
 
@@ -82,4 +83,4 @@ def test_a_bad_file_is_caught(tmp_path):
     assert len(complaints(problems, frozenset())) == len(problems)
     assert complaints(problems, frozenset({"bad.py"})) == []
     assert complaints(problems, frozenset({"bad.py", "fixed.py"})) == [
-        "fixed.py: no ruff problem left (or gone); remove it from TODO in tb/test_ruff.py"]
+        "fixed.py: no ruff problem left (or gone); remove it from TODO in tb/tools/test_ruff.py"]

@@ -1,8 +1,8 @@
 """ReduceScatter, AllGather, Broadcast and Reduce on the ISA, every dtype, against the golden model.
 
 Each test runs one operation in every dtype, one simulation for all of them (one descriptor per
-run, each on its own sync resource), on the ISA build that ``tb/test_isa.py`` uses. Before each
-run every endpoint model's whole memory is filled with random bytes and the inputs are written
+run, each on its own sync resource), on the ISA build that ``tb/block/test_isa.py`` uses. Before
+each run every endpoint model's whole memory is filled with random bytes and the inputs are written
 over it (``scin.sim.collective_buffers``); after it, the whole memory must equal that background
 plus exactly the result regions the operation gives that rank, bit for bit
 (``scin.sim.numerics.collective``), and the flag. So a byte written where a rank should get

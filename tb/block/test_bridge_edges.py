@@ -1,5 +1,5 @@
 """Directed tests of the AxiBridge's edge cases: the paths the packet-level scenarios of
-tb/test_endpoint.py do not take (docs/COVERAGE.md listed them as uncovered).
+tb/block/test_endpoint.py do not take (docs/COVERAGE.md listed them as uncovered).
 
 * an ATOMIC_ADD whose read is answered with an AXI error (the atomic unit's ERR state: the error
   is answered, nothing is written, the unit is free again), then atomics that succeed;
@@ -11,8 +11,8 @@ tb/test_endpoint.py do not take (docs/COVERAGE.md listed them as uncovered).
 
 Top: ``FlatAxiBridge`` with cocotbext-axi's ``AxiRam`` as the memory, with reads of one page
 made to fail (answered ``SLVERR``, :data:`FAULT_PAGE`), the same build as
-``tb/test_endpoint.py::test_bridge_axiram`` (one model per simulator for both files). Every stream
-and AXI channel pauses at random; the randomness is seeded and its seed logged (``SCIN_SEED``
+``tb/block/test_endpoint.py::test_bridge_axiram`` (one model per simulator for both files). Every
+stream and AXI channel pauses at random; the randomness is seeded and its seed logged (``SCIN_SEED``
 replays).
 """
 

@@ -11,7 +11,7 @@ import pytest
 from scin.scripts.cli import COMMANDS, build_parser
 
 
-CLI_DOC = Path(__file__).resolve().parents[1] / "docs" / "CLI.md"
+CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "CLI.md"
 
 #: Options the page names that belong to other tools (Verilator, pytest) or show a refusal.
 FOREIGN = {"--lint-only", "--maxschedchunk", "--siz"}

@@ -4,11 +4,11 @@ responses. Every outcome named here is a row of docs/RELIABILITY.md.
 ISA-level tests drive the ISA alone against the Python endpoint models of
 ``sim/testbench/endpoint_model.py`` (random latency, out-of-order responses, idle cycles and
 backpressure on every stream), which inject the faults per request. They share the ISA build of
-``tb/test_isa.py`` (``tb/isa_setup.py``: a watchdog of ``TEST_TIMEOUT`` cycles). Each test runs a
-program of descriptors, one step per descriptor, each on its own sync resource and flag word; a step
-ends when the ISA's ``collectives`` counter says the descriptor is complete (flags written and
-acknowledged, rewrites included), and its flags and results are then checked: bit for bit against
-``scin.sim.numerics`` for every good step. Counters are checked exactly at the end.
+``tb/block/test_isa.py`` (``tb/isa_setup.py``: a watchdog of ``TEST_TIMEOUT`` cycles). Each test
+runs a program of descriptors, one step per descriptor, each on its own sync resource and flag word;
+a step ends when the ISA's ``collectives`` counter says the descriptor is complete (flags written
+and acknowledged, rewrites included), and its flags and results are then checked: bit for bit
+against ``scin.sim.numerics`` for every good step. Counters are checked exactly at the end.
 
 The system-level test runs the whole switch + ISA + endpoints, where one endpoint's memory is half
 the size of the others': a symmetric buffer that fits the others runs off its end, and its
@@ -351,7 +351,7 @@ ISA_TESTS = ["axi_error_flags", "watchdog", "duplicates_and_unknown_tags", "smal
 
 @pytest.mark.parametrize("sim, testcase", sim_params(ISA_TESTS, {"small_faults"}))
 def test_isa_faults(sim, testcase):
-    """One ISA build shared by every test here and in tb/test_isa.py; random pauses on every
+    """One ISA build shared by every test here and in tb/block/test_isa.py; random pauses on every
     stream on Verilator, none on Icarus."""
     params = isa_params({})
     run_isa(__file__, sim, params, config={"pauses": sim == "verilator"}, testcase=testcase)

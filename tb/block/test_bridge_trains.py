@@ -16,11 +16,11 @@ reported by the next ``WRITE``.
   error and a refused access among posted writes: the next WRITE's answer is ``SLVERR``, the one
   after it ``OK`` again.
 
-Top: the ``FlatAxiBridge`` build of ``tb/test_endpoint.py::test_bridge_axiram`` and
-``tb/test_bridge_edges.py`` (one model per simulator for the three files), with cocotbext-axi's
-``AxiRam`` as memory, reads of :data:`FAULT_PAGE` failing and writes of :data:`WRITE_FAULT_PAGE`
-failing. Every stream and AXI channel pauses at random; seeded (``SCIN_SEED`` replays).
-"""
+Top: the ``FlatAxiBridge`` build of ``tb/block/test_endpoint.py::test_bridge_axiram`` and
+``tb/block/test_bridge_edges.py`` (one model per simulator for the three files), with
+cocotbext-axi's ``AxiRam`` as memory, reads of :data:`FAULT_PAGE` failing and writes of
+:data:`WRITE_FAULT_PAGE` failing. Every stream and AXI channel pauses at random; seeded
+(``SCIN_SEED`` replays). """
 
 import pytest
 

@@ -203,7 +203,7 @@ def test_score_and_report_list_every_survivor_with_its_triage():
 
 def test_every_json_key_is_in_the_cli_doc():
     """docs/CLI.md's `scin mutate` section names every key of a mutant's JSON object."""
-    text = (Path(__file__).resolve().parents[1] / "docs" / "CLI.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "CLI.md").read_text()
     section = text[text.index("\n## `scin mutate`") + 1:]     # the section, not the options table
     section = section[:section.index("\n## ", 1)] if "\n## " in section[1:] else section
     named = set(re.findall(r"`(\w+)`", section))

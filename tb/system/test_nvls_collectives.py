@@ -4,7 +4,7 @@ accelerators run them between the All-Reduce's barriers (sim/nvls_collectives.py
 Every run checks each endpoint's whole window (inputs unchanged, zeros, flag word, result) against
 the golden model: AllGather bit for bit (a copy of random bit patterns, NaNs included);
 ReduceScatter bit for bit with inputs whose FP32 accumulation is exact in any order, and per
-packet against every arrival order with wide-range inputs. The hardware is tb/test_nvls.py's
+packet against every arrival order with wide-range inputs. The hardware is tb/system/test_nvls.py's
 (``HW``), so these runs share its system build.
 """
 
@@ -18,7 +18,7 @@ from scin.sim.nvls_collectives import (NvlsCollective, check_images, layout, mak
 from scin.sim.nvls_run import NvlsSystem
 from scin.tb.simulators import needs_icarus
 
-# tb/test_nvls.py's hardware: the same build.
+# tb/system/test_nvls.py's hardware: the same build.
 HW = NvlsSystem(endpoints=4, mem_size=1 << 16, entries=8, acks=8)
 F = FabricParams.default_for(ports=4)
 QUIET = dict(log=lambda *_: None)

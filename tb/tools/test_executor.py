@@ -2,7 +2,7 @@
 the serial run, a failed point reported while the others finish, and the options' errors.
 
 The sweep compared is the cheapest real one: ``scin bench --parts op`` with a barrier and a 64 B
-All-Reduce, whose system is the default configuration ``tb/test_system.py`` already builds on
+All-Reduce, whose system is the default configuration ``tb/system/test_system.py`` already builds on
 Verilator (so in the suite the runs cost seconds, not a build).
 """
 

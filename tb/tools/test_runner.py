@@ -50,7 +50,7 @@ def counter_verilog(tmp_path, step, comment):
 def build_root(tmp_path, monkeypatch):
     """A build tree of the test's own, so the first build here is always a real one, and the
     normal builds' caching (under ``make coverage`` the Verilog carries source lines, so a
-    comment moves it, and coverage models are built apart: tb/test_hdl_coverage.py)."""
+    comment moves it, and coverage models are built apart: tb/tools/test_hdl_coverage.py)."""
     root = tmp_path / "build"
     monkeypatch.setattr(runner, "BUILD_ROOT", root)
     monkeypatch.delenv(hdl_coverage.ENV_VAR, raising=False)

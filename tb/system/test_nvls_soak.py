@@ -1,8 +1,8 @@
 """The NVLS soak (`scin soak --nvls`, sim/nvls_soak.py): NVLS All-Reduces, SCIN collectives and
 refused multicast accesses at the same time on one NVLS-enabled switch.
 
-One short seeded soak on Verilator, on the system of tb/test_nvls.py (its build is reused), whose
-own checks are the test; the plan's properties without simulation (drawn from the seed, the
+One short seeded soak on Verilator, on the system of tb/system/test_nvls.py (its build is reused),
+whose own checks are the test; the plan's properties without simulation (drawn from the seed, the
 parts of a step on disjoint ports, every bad-access kind, buffers and tags that do not collide);
 and the checker itself: a perfect run passes, and each kind of wrong answer fails it.
 """
@@ -35,7 +35,7 @@ def test_nvls_soak_short():
     pairs, three ports and all four, fp16 and bf16, wide-range and exact inputs, buffers across a
     page, beside SCIN collectives of every operation on the other ports; every kind of bad
     multicast access at least once, each refused and counted; SCIN faults (DECERR and bad
-    descriptors) too. The system is tb/test_nvls.py's ``HW`` (``--in-order``)."""
+    descriptors) too. The system is tb/system/test_nvls.py's ``HW`` (``--in-order``)."""
     code, out, err = run("--nvls", "--count", "24", "--seed", "90", "--fault-rate", "0.3",
                          "--in-order", "--json")
     assert code in (0, 1), err[-3000:]
@@ -71,7 +71,8 @@ def test_nvls_soak_short():
 
 
 def test_soak_uses_the_nvls_test_hardware():
-    """No new build: in order on four endpoints, the soak's system is tb/test_nvls.py's HW."""
+    """No new build: in order on four endpoints, the soak's system is tb/system/test_nvls.py's
+    HW."""
     cfg = SoakConfig(nvls=True, reorder=False)
     assert hardware(cfg) == NvlsSystem(endpoints=4, mem_size=1 << 16, entries=8, acks=8)
     assert cfg.max_size == 4096

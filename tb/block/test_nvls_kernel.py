@@ -2,7 +2,7 @@
 LDRED_COPY (ReduceScatter) and RED + WAIT_FLAG (NCCL's NVLS barrier), against a Python model of
 the switch's NVLS engine.
 
-Top: the ``Endpoint`` in tb/test_endpoint.py's latency-40 configuration (same Verilog, so one
+Top: the ``Endpoint`` in tb/block/test_endpoint.py's latency-40 configuration (same Verilog, so one
 build serves both files). The model (:class:`NvlsSwitch`) takes the endpoint's REQ and WRITE
 packets, answers multicast READs (ld_reduce) with deterministic data after random delays, in
 random order, acknowledges WRITEs (st, copy) after random delays, and carries a RED to the
@@ -226,7 +226,7 @@ async def nvls_barrier(dut):
 @pytest.mark.parametrize("window", [1, 2, 8])
 def test_nvls_kernel(sim, window):
     """LDRED_ST and LDRED_COPY with windows 1, 2 and 8 (one build for all, shared with
-    tb/test_endpoint.py's latency-40 Endpoint)."""
+    tb/block/test_endpoint.py's latency-40 Endpoint)."""
     _run(sim, ["nvls_all_reduce"], window=window)
 
 
@@ -237,7 +237,7 @@ def test_nvls_errors_and_barrier(sim):
 def _run(sim, tests, **config):
     from scin.hdl.endpoint.endpoint import Endpoint
     make = lambda: Endpoint(PARAMS, port=PORT, mem_size=MEM_SIZE, latency=LATENCY, reorder=False)
-    # The key tb/test_endpoint.py gives this configuration, so both files share one build.
+    # The key tb/block/test_endpoint.py gives this configuration, so both files share one build.
     run_block(__file__, sim, "endpoint", make, f"{PORT},{MEM_SIZE},{LATENCY},False", testcase=tests,
               config=config)
 

@@ -9,8 +9,8 @@ NaNs, large cancellations, BF16 values whose FP32 partial sums overflow, every `
 ``N``, random orders and both dtypes. One build per (simulator, configuration): every cocotb test
 of a configuration runs in that one build.
 
-Run: ``pytest tb/test_nvls_reducer.py`` (Verilator and Icarus); replay a failure with the seed it
-logs: ``SCIN_SEED=<seed> pytest ...``.
+Run: ``pytest tb/block/test_nvls_reducer.py`` (Verilator and Icarus); replay a failure with the seed
+it logs: ``SCIN_SEED=<seed> pytest ...``.
 """
 
 import numpy as np

@@ -144,8 +144,8 @@ def test_reordered_responses_change_nvls_bits_not_scins():
     images = [np.frombuffer((Path(r["run_dir"]) / "ep0.out.hex").read_bytes(), np.uint8)
               for r in runs]
     assert not np.array_equal(*images), "reordering the responses did not change NVLS's bits"
-    # SCIN on the hardware of tb/test_system.py's small cases and of its reordering cases, so the
-    # two runs share those builds.
+    # SCIN on the hardware of tb/system/test_system.py's small cases and of its reordering cases, so
+    # the two runs share those builds.
     for hw in (dict(reorder=False), dict(reorder=True, capacity=16384, outstanding=4)):
         rep = run_allreduce(AllReduceConfig(size=8192, seed=9, **hw), log=lambda *_: None)
         assert rep["match"], rep

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("hdl", "sim", "tb", "scripts", "boards")
 
 #: What each package may import from the scin packages (besides itself). docs/DEVELOPING.md,

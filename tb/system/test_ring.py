@@ -1,7 +1,7 @@
 """NCCL's ring All-Reduce on the RTL fabric (sim/ring_allreduce.py) and the accelerator op it
 runs on, REDUCE_SEND (hdl/endpoint/kernel.py, ``ReduceSend``).
 
-* The op alone, on the ``Endpoint`` of tb/test_nvls_kernel.py (same build), against its switch
+* The op alone, on the ``Endpoint`` of tb/block/test_nvls_kernel.py (same build), against its switch
   model: WRITEs acknowledged after random delays in random order, backpressure on the WRITE
   stream and the events (or none, to measure the streaming rate). Every WRITE's header and
   payload (the FP16/BF16 sum of the two local sources, computed from the memory contents with
@@ -394,7 +394,7 @@ def test_program_signals_balance():
 
 # --- the All-Reduce on the system ------------------------------------------------------------
 
-#: tb/test_nvls.py's system (one build for both files) and one with room for 64 KiB.
+#: tb/system/test_nvls.py's system (one build for both files) and one with room for 64 KiB.
 HW = NvlsSystem(endpoints=4, mem_size=1 << 16, entries=8, acks=8)
 HW_LARGE = NvlsSystem(endpoints=4, mem_size=1 << 17, entries=8, acks=8)
 #: A size that is not a whole number of flits, cut in unequal chunks.

@@ -10,8 +10,8 @@ Verilator sends every message; Icarus, where the 4-input 256-bit datapath took a
 for the full set on the 2-core CI machine, runs a short form: a quarter of the random messages
 (``_count``), every edge case, and every check, on the smaller configurations (see ``ON``).
 
-Run: ``pytest tb/test_datapath.py -n 2`` (both simulators, N = 2, 3, 4, 8); replay a failure with
-the seed it logs: ``SCIN_SEED=<seed> pytest ...``.
+Run: ``pytest tb/block/test_datapath.py -n 2`` (both simulators, N = 2, 3, 4, 8); replay a failure
+with the seed it logs: ``SCIN_SEED=<seed> pytest ...``.
 """
 
 import numpy as np
