@@ -118,11 +118,12 @@ def _through_fst(tmp_path, text, window, name="out.fst"):
 
 
 def _values(path):
-    """``{full name: Signal}`` of the waveform at ``path`` (FST or VCD) and its time steps."""
+    """``{full name: Signal}`` of the waveform at ``path`` (FST or VCD) and the times at which
+    something changes in it."""
     wave = pywellen.Waveform(str(path))
-    steps = []
-    wave.stream_time_steps(steps.append, list(wave.all_vars()))
-    return {v.full_name: v.signal for v in wave.all_vars()}, sorted(set(steps))
+    steps = set()
+    wave.stream_changes(lambda time, _signal, _value: steps.add(time), list(wave.all_vars()))
+    return {v.full_name: v.signal for v in wave.all_vars()}, sorted(steps)
 
 
 WIDE_VCD = """$timescale 1ps $end
@@ -215,8 +216,10 @@ def test_waves_in_a_window(sim, tmp_path):
     assert whole.suffix == part.suffix == ".fst"
     assert part.stat().st_size < whole.stat().st_size
     signals, steps = _values(part)
-    # Every time step is inside the window, and the first is the window's start (its values).
-    assert steps[0] == 100 * PS and steps[-1] < 120 * PS
+    # Every time step is inside the window, and the first is the window's start (its values);
+    # Icarus's $dumpoff adds one at the window's end, where every signal turns x.
+    assert steps[0] == 100 * PS
+    assert steps[-1] < 120 * PS or (sim == "icarus" and steps[-2] < steps[-1] == 120 * PS)
     counter = signals[f"transport_pair.{COUNTER}"]
     counts = [counter.value_at(t) for t in range(100 * PS, 120 * PS, PS)]
     # One count a cycle, the top bit (beyond the first 64) set throughout.
