@@ -433,7 +433,7 @@ def run_cocotb(*, verilog_path, top, test_module, sim, testcase=None, seed=None,
     simulator's log goes to ``sim.log`` in the test directory instead of standard output.
     ``plusargs`` go to the simulator (e.g. the file backdoor of ``scin_sim_ram``). ``waves``
     (True, or a :class:`~scin.sim.waves.Waves` window) records a waveform in the test directory
-    (FST on Icarus, VCD on Verilator; :mod:`scin.sim.waves`). ``log`` (a
+    (FST on both simulators; :mod:`scin.sim.waves`). ``log`` (a
     callable taking a line, or None) is told whether the model is cached or built, how the build
     goes, and every few seconds how far the simulation is (the cycle a bench notes with
     :func:`scin.sim.progress.note_cycles`). Returns the path of the results file.
