@@ -50,11 +50,12 @@ def add_arguments(p):
                         "the build's progress, the simulation's cycle and rate every 5 s)")
     p.add_argument("--waves", nargs="?", const="0:", default=None, type=wave_window,
                    metavar="START:END",
-                   help="record a waveform of the whole system (FST on Icarus, VCD on Verilator) "
-                        "in the run folder, kept, and print its path and the command that opens "
-                        "it; START:END limits it to those cycles from time 0 (END excluded; "
-                        "START: to the end), which keeps a long run's trace small. On Verilator "
-                        "the first recording of a configuration builds a traced model")
+                   help="record a waveform of the whole system as FST in the run folder, kept, "
+                        "and print its path and the command that opens it; START:END limits it "
+                        "to those cycles from time 0 (END excluded; START: to the end), which "
+                        "keeps a long run's trace small. On Verilator the first recording of a "
+                        "configuration builds a traced model (and without a C++ compiler or "
+                        "liblz4.so.1 it records VCD, saying so)")
     p.add_argument("--trace", action="store_true",
                    help="break the latency down hop by hop against the latency model's floor "
                         "(Icarus; fp16/bf16 buffers of at most 4KiB per rank; any op)")
