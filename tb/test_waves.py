@@ -179,6 +179,42 @@ def test_fst_window_from_a_time_step_to_the_end(tmp_path):
     assert signals["top.clk"].value_at(9000) == 0
 
 
+NS_VCD = """$date
+   today
+$end
+$timescale
+   1 ns
+$end
+$scope module top $end
+$var wire 8 !! byte [7:0] $end
+$var wire 1 %# bit $end
+$upscope $end
+$enddefinitions $end
+#0
+b101 !!
+0%#
+#3
+b110 !!
+#6
+1%#
+#9
+b0 !!
+"""
+
+
+def test_fst_window_reads_blocks_over_lines_long_codes_and_other_timescales(tmp_path):
+    """A header with blocks spread over lines, identifier codes of two characters and a unit of
+    1 ns: the window (in ps) is converted to it, and the FST keeps it."""
+    window = Waves(1, 1)
+    first, end = window.window_ps
+    signals, steps = _values(_through_fst(tmp_path, NS_VCD, window))
+    wave = pywellen.Waveform(str(tmp_path / "out.fst"))
+    assert (wave.timescale.factor, str(wave.timescale.unit)) == (1, "ns")
+    times = [t for t in (0, 3, 6, 9) if first <= t * 1000 < end]
+    assert steps == sorted({first // 1000, *times})
+    assert signals["top.byte"].value_at(steps[0]) == (0b110 if first >= 3000 else 0b101)
+
+
 def test_fst_window_lets_a_silent_writer_go(tmp_path):
     """A simulator that fails before opening the pipe does not hang the run, and no file is
     written."""

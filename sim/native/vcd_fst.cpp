@@ -10,7 +10,7 @@
 //
 // The rest of IN is read and dropped, so a simulator writing into a pipe never blocks on it, and
 // OUT is complete as soon as IN passes END_PS. Values are two-state, as Verilator's are: an x or
-// z bit is written as 0. String variables are left out.
+// z bit is written as 0. String variables and variables of width 0 are left out.
 //
 // Exit status 0, or 1 after a line on stderr; IN is read to its end either way, since a
 // simulator whose pipe has no reader left dies of SIGPIPE. An IN that ends before its first byte
@@ -273,13 +273,12 @@ public:
             for (std::string_view word : words_of(held_.back())) {
                 if (section_.empty() && word.front() != '$') continue;  // text between sections
                 section_.push_back(word);
-                if (word == "$end" && section_.size() > 1) {
-                    const bool last = section_.front() == "$enddefinitions";
-                    take(section_);
-                    section_.clear();
-                    while (held_.size() > 1) held_.pop_front();
-                    if (last) return true;
-                }
+                if (word != "$end") continue;
+                const bool last = section_.front() == "$enddefinitions";
+                if (section_.size() > 1) take(section_);  // else a stray $end
+                section_.clear();
+                while (held_.size() > 1) held_.pop_front();
+                if (last) return true;
             }
         }
         return false;
@@ -307,6 +306,7 @@ private:
         const Hier::VarType type = var_type(s[1]);
         const bool real = is_real(type);
         const uint32_t width = static_cast<uint32_t>(number(s[2], "width"));
+        if (width == 0) return;  // nothing to show, and no word to keep its value in
         std::string name(s[4]);
         for (size_t i = 5; i + 1 < s.size(); ++i) name += " " + std::string(s[i]);
         const int64_t same = trace_.find(s[3]);
