@@ -148,19 +148,20 @@ def _check_combinations(args, op):
 def config(args):
     """The :class:`~scin.sim.allreduce.CollectiveConfig` of ``args``, its hardware checked (no
     build, no simulation); an impossible combination is a ``ValueError`` naming the option."""
-    from ..sim.allreduce import AllReduceConfig
+    from ..sim.allreduce import CollectiveConfig
+    from ..sim.system_config import SystemConfig
     op = getattr(args, "op", "allreduce")
     _check_combinations(args, op)
-    cfg = AllReduceConfig(op=op, root=getattr(args, "root", 0),
-                          in_place=getattr(args, "in_place", False),
-                          endpoints=args.endpoints, dtype=args.dtype, size=args.size,
-                          seed=args.seed, sim=args.sim, one_way_latency=args.latency,
-                          mem_latency=args.mem_latency, reorder=args.reorder,
-                          capacity=args.capacity, outstanding=args.outstanding,
-                          flag_mode=args.flag_mode, replays=args.replays, trace=args.trace,
-                          mode=args.mode, push_capacity=args.push_capacity or 0,
-                          trains=args.trains,
-                          gather_pairs=getattr(args, "gather_pairs", False))
+    hw = SystemConfig(endpoints=args.endpoints, one_way_latency=args.latency,
+                      mem_latency=args.mem_latency, reorder=args.reorder,
+                      capacity=args.capacity, outstanding=args.outstanding,
+                      push_capacity=args.push_capacity or 0, trains=args.trains,
+                      gather_pairs=getattr(args, "gather_pairs", False))
+    cfg = CollectiveConfig(op=op, root=getattr(args, "root", 0),
+                           in_place=getattr(args, "in_place", False), dtype=args.dtype,
+                           size=args.size, seed=args.seed, sim=args.sim,
+                           flag_mode=args.flag_mode, replays=args.replays, trace=args.trace,
+                           mode=args.mode, hw=hw)
     cfg.system().params()
     return cfg
 
@@ -201,18 +202,19 @@ def run(args):
     if cfg.bound_bytes:
         bound = f"{cfg.size} B" if op == "allreduce" else f"one-link bound {cfg.bound_bytes} B"
         print(f"efficiency  {report['efficiency']:.3f} ({bound} / ({t} cycles x "
-              f"{cfg.flit_width // 8} B/cycle))")
+              f"{cfg.hw.flit_width // 8} B/cycle))")
     print(f"status      {_status_text(report['status'])} (golden model: "
           f"{_status_text(report['expected_status'])})")
     c = report["counters"]
     print("counters    " + ", ".join(f"{k}={v}" for k, v in c.items() if v))
-    print(f"parameters  one-way latency {cfg.one_way_latency} cycles, memory latency "
-          f"{cfg.mem_latency} cycles, wave table {cfg.capacity} B in {cfg.outstanding} waves, "
-          f"flags {cfg.flag_mode}{', reordered reads' if cfg.reorder else ''}, mode {cfg.mode}"
+    print(f"parameters  one-way latency {cfg.hw.one_way_latency} cycles, memory latency "
+          f"{cfg.hw.mem_latency} cycles, wave table {cfg.hw.capacity} B in {cfg.hw.outstanding} "
+          f"waves, "
+          f"flags {cfg.flag_mode}{', reordered reads' if cfg.hw.reorder else ''}, mode {cfg.mode}"
           + (f" ({'pushed' if report['pushed'] else 'pulled'}; push space "
-             f"{cfg.push_capacity} B)" if cfg.push_capacity else "")
-          + (f", trains of {cfg.trains} slots" if cfg.trains > 1 else "")
-          + (", gather pairs" if cfg.gather_pairs else ""))
+             f"{cfg.hw.push_capacity} B)" if cfg.hw.push_capacity else "")
+          + (f", trains of {cfg.hw.trains} slots" if cfg.hw.trains > 1 else "")
+          + (", gather pairs" if cfg.hw.gather_pairs else ""))
     if report.get("hops"):
         print(f"hops        {'hop':20s} {'cycles':>6s} {'floor':>6s} {'over':>5s}  port  covers")
         for h in report["hops"]:

@@ -23,7 +23,7 @@ import sys
 import time
 
 from ..hdl.paper import CLOCK_MHZ, LinkModel
-from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce, ROOTED_OPS
+from ..sim.allreduce import CollectiveConfig, parse_size, run_allreduce, ROOTED_OPS
 from ..sim.models import PACKET_BYTES, nvls_cycles, ring_cycles
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
@@ -70,7 +70,7 @@ def _ints(text):
 
 
 def plan(args):
-    """The list of runs: dicts of AllReduceConfig fields plus the sweep ``part`` they belong to."""
+    """The list of runs: dicts of CollectiveConfig fields plus the sweep ``part`` they belong to."""
     runs = []
     sizes = _sizes(args.sizes) + (_sizes(",".join(LARGE_SIZES)) if args.large else [])
     base = dict(capacity=parse_size(args.capacity), outstanding=args.default_waves)
@@ -158,9 +158,9 @@ def op_cases(text):
 
 
 def flit_bytes(cfg):
-    """Bytes per flit of the fabric an :class:`AllReduceConfig` configures."""
+    """Bytes per flit of the fabric a :class:`CollectiveConfig` configures."""
     from ..hdl.packet import FabricParams
-    return FabricParams.default_for(flit_width=cfg.flit_width, ports=cfg.endpoints).flit_bytes
+    return FabricParams.default_for(flit_width=cfg.hw.flit_width, ports=cfg.endpoints).flit_bytes
 
 
 def efficiency(cfg, cycles):
@@ -173,7 +173,7 @@ def efficiency(cfg, cycles):
 def link_model(cfg):
     """The :class:`LinkModel` of the modelled NVLS and ring figures for runs like ``cfg``: the
     same latencies and flit width as the measured system."""
-    return LinkModel(one_way_latency=cfg.one_way_latency, mem_latency=cfg.mem_latency,
+    return LinkModel(one_way_latency=cfg.hw.one_way_latency, mem_latency=cfg.hw.mem_latency,
                      flit_bytes=flit_bytes(cfg))
 
 
@@ -205,7 +205,7 @@ def run_point(run, seeds, commit):
     executor (scripts/executor.py); raises ``RuntimeError`` on a wrong result."""
     part = run["part"]
     fields = {key: value for key, value in run.items() if key != "part"}
-    cfg = AllReduceConfig(**fields)
+    cfg = CollectiveConfig.from_fields(**fields)
     reports = []
     for seed in range(1, seeds + 1):
         report = run_allreduce(dataclasses.replace(cfg, seed=seed), log=lambda *_: None)
@@ -217,8 +217,8 @@ def run_point(run, seeds, commit):
     eff = efficiency(cfg, cycles)
     row = {"part": part, "op": cfg.op, "in_place": int(cfg.in_place), "root": cfg.root,
            "dtype": run["dtype"], "size": run["size"], "endpoints": run["endpoints"],
-           "capacity": run["capacity"], "waves": run["outstanding"], "trains": cfg.trains,
-           "gather_pairs": int(cfg.gather_pairs),
+           "capacity": run["capacity"], "waves": run["outstanding"], "trains": cfg.hw.trains,
+           "gather_pairs": int(cfg.hw.gather_pairs),
            "seed": seeds,
            "cycles": cycles, "us": round(cycles / CLOCK_MHZ, 3),
            "bound_cycles": cfg.bound_bytes / flit_bytes(cfg),
@@ -465,8 +465,8 @@ def hop_runs(args):
     """The op sweep's hop traces: every case of ``--ops`` at ``--hop-size``, on Icarus (but the
     ``:pairs`` cases: pairs need whole 4 KiB pages, and ``--hop-size`` is less)."""
     size = parse_size(args.hop_size)
-    return [AllReduceConfig(op=op, in_place=in_place, size=size, sim="icarus", trace=True,
-                            root=_root(args, op))
+    return [CollectiveConfig.from_fields(
+        op=op, in_place=in_place, size=size, sim="icarus", trace=True, root=_root(args, op))
             for op, in_place, pairs in op_cases(args.ops) if not pairs]
 
 
@@ -588,7 +588,8 @@ def run(args):
     runs = plan(args)
     for spec in runs:  # validate every configuration before spending an hour on the first
         try:
-            AllReduceConfig(**{k: v for k, v in spec.items() if k != "part"}).system().params()
+            CollectiveConfig.from_fields(
+                **{k: v for k, v in spec.items() if k != "part"}).system().params()
         except ValueError as exc:
             raise ValueError(f"{PART_OPTIONS[spec['part']]}: {exc}") from None
     hop_cfgs = hop_runs(args) if "op" in args.parts and not args.no_hops else []
@@ -607,7 +608,7 @@ def run(args):
     except RuntimeError as exc:
         raise CommandError(str(exc), status=1) from None   # a wrong result, not a bad option
     # Every run of a sweep has the same link (only the sizes, groups and tables vary).
-    link = link_model(AllReduceConfig())
+    link = link_model(CollectiveConfig())
     if args.merge and (out / "bench.csv").exists():
         rows = merge_rows(read_csv(out / "bench.csv"), rows)
     write_csv(rows, out / "bench.csv")

@@ -12,7 +12,7 @@ import sys
 import time
 
 from ..hdl.paper import CLOCK_MHZ, MEM_LATENCY, ONE_WAY_LATENCY
-from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce
+from ..sim.allreduce import CollectiveConfig, parse_size, run_allreduce
 from ..sim.toolchain import REPO_ROOT
 from .bench import efficiency, flit_bytes
 from .docs_section import current_commit, rewrite_section, section_block
@@ -56,7 +56,7 @@ def _cases(cases):
         dtype, _, size = case.partition(":")
         try:
             parsed.append((dtype, parse_size(size)))
-            AllReduceConfig(dtype=dtype, size=parsed[-1][1])
+            CollectiveConfig.from_fields(dtype=dtype, size=parsed[-1][1])
         except ValueError as exc:
             raise ValueError(f"argument cases: {case!r} is not a dtype:size case of "
                              f"fp16, bf16 or int8 ({exc})") from None
@@ -77,8 +77,9 @@ def run(args):
         size = parse_size(size)
         reports = []
         for seed in range(1, args.seeds + 1):
-            cfg = AllReduceConfig(dtype=dtype, size=size, seed=seed, one_way_latency=args.latency,
-                                  mem_latency=args.mem_latency)
+            cfg = CollectiveConfig.from_fields(
+                dtype=dtype, size=size, seed=seed, one_way_latency=args.latency,
+                mem_latency=args.mem_latency)
             print(f"[{k + 1}/{len(args.cases)}] {dtype} {size} B seed {seed} ...",
                   file=sys.stderr, flush=True)
             report = run_allreduce(cfg, log=lambda *_: None)
@@ -134,8 +135,9 @@ def hops_table(args):
     for k, size in enumerate(HOP_SIZES):
         print(f"[{k + 1}/{len(HOP_SIZES)}] tracing fp16 {size} on icarus ...",
               file=sys.stderr, flush=True)
-        cfg = AllReduceConfig(dtype="fp16", size=parse_size(size), sim="icarus", trace=True,
-                              one_way_latency=args.latency, mem_latency=args.mem_latency)
+        cfg = CollectiveConfig.from_fields(
+            dtype="fp16", size=parse_size(size), sim="icarus", trace=True,
+            one_way_latency=args.latency, mem_latency=args.mem_latency)
         report = run_allreduce(cfg, log=lambda *_: None)
         if not report["match"]:
             print(f"MISMATCH at {size}: {report['run_dir']}", file=sys.stderr)

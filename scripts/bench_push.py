@@ -113,10 +113,10 @@ def skipped(args):
 def config(point):
     """The :class:`CollectiveConfig` of a point: the same hardware for pull and push."""
     n, dtype, size, mode, latency, mem_latency, cap, seed = point
-    return CollectiveConfig(op="allreduce", endpoints=n, dtype=dtype, size=size, seed=seed,
-                            one_way_latency=latency, mem_latency=mem_latency, capacity=CAPACITY,
-                            outstanding=OUTSTANDING, flag_mode=FLAG_MODE, flit_width=FLIT_WIDTH,
-                            mode=mode, push_capacity=cap)
+    return CollectiveConfig.from_fields(
+        op="allreduce", endpoints=n, dtype=dtype, size=size, seed=seed, one_way_latency=latency,
+        mem_latency=mem_latency, capacity=CAPACITY, outstanding=OUTSTANDING, flag_mode=FLAG_MODE,
+        flit_width=FLIT_WIDTH, mode=mode, push_capacity=cap)
 
 
 def row_from_report(point, report):

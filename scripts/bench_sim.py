@@ -25,7 +25,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ..hdl.paper import CLOCK_PERIOD_NS
-from ..sim.allreduce import AllReduceConfig, run_allreduce
+from ..sim.allreduce import CollectiveConfig, run_allreduce
 from ..sim.toolchain import REPO_ROOT, have_icarus
 from .docs_section import current_commit, rewrite_section
 from .options import add_out_doc, doc_folder, doc_target, integer, size, size_list
@@ -101,11 +101,12 @@ def points(args):
 
 
 def config(point, args):
-    """The :class:`AllReduceConfig` of a point."""
+    """The :class:`CollectiveConfig` of a point."""
     sim, dtype, mode, nbytes = point
     push = args.push_capacity if mode == "push" else 0
-    return AllReduceConfig(endpoints=ENDPOINTS, dtype=dtype, size=nbytes, sim=sim, seed=args.seed,
-                           mode=mode, push_capacity=push)
+    return CollectiveConfig.from_fields(
+        endpoints=ENDPOINTS, dtype=dtype, size=nbytes, sim=sim, seed=args.seed, mode=mode,
+        push_capacity=push)
 
 
 def speed_of_run(run_dir):

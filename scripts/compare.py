@@ -28,7 +28,7 @@ import csv
 import time
 
 from ..hdl.paper import CLOCK_MHZ, FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY
-from ..sim.allreduce import AllReduceConfig, parse_size, run_allreduce
+from ..sim.allreduce import CollectiveConfig, parse_size, run_allreduce
 from ..sim.toolchain import REPO_ROOT
 from .docs_section import current_commit, rewrite_section
 from .options import add_out_doc, checked, doc_folder, doc_target, integer, integer_list, size_list
@@ -90,7 +90,8 @@ def run_point(point):
     op = rest[0] if rest else "allreduce"
     if algorithm.startswith("scin"):
         dtype = algorithm.split("-")[1]
-        report = run_allreduce(AllReduceConfig(op=op, endpoints=n, dtype=dtype, size=size),
+        report = run_allreduce(CollectiveConfig.from_fields(
+            op=op, endpoints=n, dtype=dtype, size=size),
                                log=lambda *_: None)
         ok = report["match"] and report["status"] == report["expected_status"]
     else:

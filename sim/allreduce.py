@@ -23,12 +23,12 @@ from pathlib import Path
 import numpy as np
 
 from . import numerics
-from ..hdl.paper import CLOCK_MHZ, FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY, PORTS
+from ..hdl.paper import CLOCK_MHZ
 from .collective_buffers import Buffers, input_regions, result_regions
 from .system_config import SystemConfig
 from .system_run import Dump, region_image, run_system
 
-__all__ = ["CollectiveConfig", "AllReduceConfig", "parse_size", "run_allreduce",
+__all__ = ["CollectiveConfig", "parse_size", "run_allreduce",
            "collective_descriptor", "CLOCK_MHZ", "OPS", "ROOTED_OPS"]
 
 #: Ordinary traffic (``traffic=True``): each endpoint writes this many bytes to the next one's
@@ -59,47 +59,56 @@ def parse_size(text):
 
 @dataclass(frozen=True)
 class CollectiveConfig:
-    """One ``scin collective`` (or ``scin allreduce``) run. ``size`` is the per-rank message size
-    in its 16-bit form (elements x 2 bytes) for every dtype, so fp16, bf16 and int8 runs compare
-    like for like: NCCL's ``count`` (ReduceScatter: ``recvcount``, each rank's input is
-    ``endpoints`` times it; AllGather: ``sendcount``, each rank's result is ``endpoints`` times it).
-    ``root`` is a rank (Broadcast, Reduce); ``in_place`` puts the result over the input (NCCL's
-    in-place layouts, docs/ISA.md). ``mode`` is the descriptor's :class:`~scin.hdl.isa.PushMode`
-    (``pull``, ``push``, ``auto``); ``push_capacity`` the ISA's push space per participant (one
-    push resource; 0 builds no push mode; push and auto need it, and get 32 KiB if it is 0).
-    ``trains`` is the ISA's ``read_train`` and ``write_train`` (wave-level requests: up to that
-    many slots per ``READ_WAVE`` and per acknowledged write; 1, the default: the paper's one
-    READ and one WRITE_RESP per slot). ``gather_pairs`` builds the ISA with ``gather_pairs``: an
-    in-place AllGather of whole 4 KiB pages runs in pairs of ranks (docs/ISA.md); off, the
-    default, is the paper's configuration."""
+    """One ``scin collective`` (or ``scin allreduce``) run: the collective and how it is run; the
+    hardware it runs on is ``hw``, a :class:`~scin.sim.system_config.SystemConfig` (the ranks are
+    its ``endpoints``; its ``mem_size`` is replaced by the one :func:`memory_map` needs,
+    :meth:`system`). :meth:`from_fields` takes the fields of both by name, as the command line
+    and the sweeps give them.
+
+    ``size`` is the per-rank message size in its 16-bit form (elements x 2 bytes) for every
+    dtype, so fp16, bf16 and int8 runs compare like for like: NCCL's ``count`` (ReduceScatter:
+    ``recvcount``, each rank's input is ``endpoints`` times it; AllGather: ``sendcount``, each
+    rank's result is ``endpoints`` times it). ``root`` is a rank (Broadcast, Reduce);
+    ``in_place`` puts the result over the input (NCCL's in-place layouts, docs/ISA.md). ``mode``
+    is the descriptor's :class:`~scin.hdl.isa.PushMode` (``pull``, ``push``, ``auto``); push and
+    auto need push space in ``hw`` and get :data:`DEFAULT_PUSH_CAPACITY` if it has none.
+    ``flag_mode`` is the completion flags' (``ordered``, ``acked``); ``replays`` runs the same
+    descriptor again; ``traffic`` races ordinary writes; ``trace`` records the hop table
+    (Icarus)."""
     op:              str = "allreduce"
-    endpoints:       int = PORTS
     dtype:           str = "fp16"
     size:            int = 4096
     seed:            int = 1
     sim:             str = "verilator"
-    one_way_latency: int = ONE_WAY_LATENCY
-    mem_latency:     int = MEM_LATENCY
-    reorder:         bool = False
-    capacity:        int = 32768
-    outstanding:     int = 8
     flag_mode:       str = "ordered"
     replays:         int = 1
-    flit_width:      int = FLIT_WIDTH
     traffic:         bool = False
     trace:           bool = False
     root:            int = 0
     in_place:        bool = False
     mode:            str = "pull"
-    push_capacity:   int = 0
-    trains:          int = 1
-    gather_pairs:    bool = False
+    hw:              SystemConfig = SystemConfig()
+
+    @classmethod
+    def from_fields(cls, **fields):
+        """The run of ``fields``: this class's names, and :class:`SystemConfig`'s (except
+        ``mem_size`` and ``nvls``) for its hardware."""
+        hw_names = set(SystemConfig.__dataclass_fields__) - {"mem_size", "nvls"}
+        hw = {k: fields.pop(k) for k in list(fields) if k in hw_names}
+        return cls(**fields, hw=SystemConfig(**hw))
+
+    @property
+    def endpoints(self):
+        """The ranks: every endpoint of the hardware takes part."""
+        return self.hw.endpoints
 
     def __post_init__(self):
+        if not isinstance(self.hw, SystemConfig):
+            raise ValueError(f"hw must be a SystemConfig, not {self.hw!r}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
-        if self.mode != "pull" and not self.push_capacity:
-            object.__setattr__(self, "push_capacity", DEFAULT_PUSH_CAPACITY)
+        if self.mode != "pull" and not self.hw.push_capacity:
+            object.__setattr__(self, "hw", self.hw.replace(push_capacity=DEFAULT_PUSH_CAPACITY))
         if self.op not in OPS:
             raise ValueError(f"op must be one of {', '.join(OPS)}, not {self.op!r}")
         if self.op in ROOTED_OPS:
@@ -124,12 +133,12 @@ class CollectiveConfig:
             raise ValueError(f"size must be at most 64 MiB, not {self.size}")
         if self.flag_mode not in ("acked", "ordered"):
             raise ValueError(f"flag_mode must be 'acked' or 'ordered', not {self.flag_mode!r}")
-        if (not isinstance(self.trains, int)
-                or not 1 <= self.trains <= max(1, self.capacity // 4096)):
-            raise ValueError(f"trains must be between 1 and the {self.capacity // 4096} slots of "
-                             f"the wave table (capacity / 4 KiB), not {self.trains!r}")
-        if not isinstance(self.gather_pairs, bool):
-            raise ValueError(f"gather_pairs must be True or False, not {self.gather_pairs!r}")
+        trains, slots = self.hw.trains, self.hw.capacity // 4096
+        if not isinstance(trains, int) or not 1 <= trains <= max(1, slots):
+            raise ValueError(f"trains must be between 1 and the {slots} slots of the wave table "
+                             f"(capacity / 4 KiB), not {trains!r}")
+        if not isinstance(self.hw.gather_pairs, bool):
+            raise ValueError(f"gather_pairs must be True or False, not {self.hw.gather_pairs!r}")
         if self.replays < 1:
             raise ValueError(f"replays must be at least 1, not {self.replays}")
         if self.trace:
@@ -176,18 +185,9 @@ class CollectiveConfig:
         return max(self.shards_in, self.shards_out) * self.size
 
     def system(self):
-        """The hardware this run builds: a :class:`~scin.sim.system_config.SystemConfig` with the
-        memory size of :func:`memory_map` (one size for every message up to 1 MiB)."""
-        return SystemConfig(endpoints=self.endpoints, flit_width=self.flit_width,
-                            one_way_latency=self.one_way_latency, mem_latency=self.mem_latency,
-                            mem_size=memory_map(self)[1], reorder=self.reorder,
-                            capacity=self.capacity, outstanding=self.outstanding,
-                            push_capacity=self.push_capacity, trains=self.trains,
-                            gather_pairs=self.gather_pairs)
-
-
-#: ``scin allreduce``'s configuration: a :class:`CollectiveConfig` (op ``allreduce`` by default).
-AllReduceConfig = CollectiveConfig
+        """The hardware this run builds: ``hw`` with the memory size of :func:`memory_map` (one
+        size for every message up to 1 MiB)."""
+        return self.hw.replace(mem_size=memory_map(self)[1])
 
 
 def _round_up(x, to):
@@ -280,7 +280,7 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
     loads, images, want_status = expected_images(cfg, bufs, window, data, scales)
     # Generous: a slow link moves a flit per cycle; allow 20x the data movement plus fixed costs.
     moved = max(cfg.shards_in, cfg.shards_out) * (cfg.data_bytes + cfg.scale_bytes)
-    timeout = 20 * (3 * moved // fb) + 200 * cfg.one_way_latency + 100_000
+    timeout = 20 * (3 * moved // fb) + 200 * system.one_way_latency + 100_000
     bench = dict(descriptor=desc, pushed=pushed, replays=cfg.replays, traffic=cfg.traffic,
                  trace=cfg.trace, scratch_addr=layout["scratch"], traffic_bytes=TRAFFIC_BYTES,
                  timeout_cycles=timeout)
@@ -300,7 +300,7 @@ def run_allreduce(cfg, save=None, waves=False, log=print):
         r = timing["replays"][-1]
         report["hops"] = hops([tuple(x) for x in timing["trace"]],
                               sorted(int(k) for k in r["flags"]), r["start"], r["end"],
-                              cfg.one_way_latency, cfg.mem_latency, -(-cfg.data_bytes // fb),
+                              system.one_way_latency, system.mem_latency, -(-cfg.data_bytes // fb),
                               barrier=cfg.op == "barrier")
     if waves:
         found = sorted(run.run_dir.glob("*.vcd")) + sorted(run.run_dir.glob("*.fst"))

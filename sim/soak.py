@@ -339,8 +339,8 @@ def draw_collective(cfg, rng, k, isa, bad_so_far, avoid, members=None):
     root = rng.randrange(len(members)) if op in ROOTED_OPS else 0
     # DECERR moves the input beyond memory, so it cannot be in place.
     in_place = op != "barrier" and fault != "decerr" and rng.random() < IN_PLACE_SHARE
-    shape = CollectiveConfig(op=op, endpoints=len(members), dtype=dtype, size=size, root=root,
-                             in_place=in_place)
+    shape = CollectiveConfig.from_fields(
+        op=op, endpoints=len(members), dtype=dtype, size=size, root=root, in_place=in_place)
     return members, fault, kind, shape
 
 

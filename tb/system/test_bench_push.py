@@ -56,7 +56,7 @@ def test_pull_and_push_share_one_build_per_endpoint_count():
         for mode in bench_push.MODES:
             for size in (64, 32768):
                 cfg = bench_push.config((n, "fp16", size, mode, 90, 40, 32768, 1))
-                assert (cfg.mode, cfg.push_capacity, cfg.capacity, cfg.outstanding) == \
+                assert (cfg.mode, cfg.hw.push_capacity, cfg.hw.capacity, cfg.hw.outstanding) == \
                     (mode, 32768, 32768, 8)
                 hw.add(cfg.system())
         assert len(hw) == 1

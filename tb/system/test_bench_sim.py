@@ -55,8 +55,10 @@ def test_push_points_get_the_push_build():
     args = _args("--push-capacity", "64KiB")
     pull = bench_sim.config(("verilator", "int8", "pull", 1 << 20), args)
     push = bench_sim.config(("verilator", "int8", "push", 65536), args)
-    assert (pull.mode, pull.push_capacity, pull.endpoints, pull.sim) == ("pull", 0, 4, "verilator")
-    assert (push.mode, push.push_capacity, push.size, push.dtype) == ("push", 65536, 65536, "int8")
+    assert (pull.mode, pull.hw.push_capacity, pull.endpoints, pull.sim) == \
+        ("pull", 0, 4, "verilator")
+    assert (push.mode, push.hw.push_capacity, push.size, push.dtype) == \
+        ("push", 65536, 65536, "int8")
 
 
 def _fake_runs(monkeypatch, seconds):

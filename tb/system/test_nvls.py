@@ -133,7 +133,7 @@ def test_reordered_responses_change_nvls_bits_not_scins():
     """The same inputs, with the memories answering in order and out of order: NVLS's result
     bits differ (the arrival order is the FP32 accumulation order), each run is the golden model
     of some order for every packet; SCIN's result is the golden model's both ways."""
-    from scin.sim.allreduce import AllReduceConfig, run_allreduce
+    from scin.sim.allreduce import CollectiveConfig, run_allreduce
     from scin.sim.nvls_allreduce import NvlsAllReduce, run_nvls_allreduce
     inputs = _cancelling(9, 4, 8192)
     cfg = NvlsAllReduce(8192, "fp16", 8)
@@ -147,7 +147,8 @@ def test_reordered_responses_change_nvls_bits_not_scins():
     # SCIN on the hardware of tb/system/test_system.py's small cases and of its reordering cases, so
     # the two runs share those builds.
     for hw in (dict(reorder=False), dict(reorder=True, capacity=16384, outstanding=4)):
-        rep = run_allreduce(AllReduceConfig(size=8192, seed=9, **hw), log=lambda *_: None)
+        rep = run_allreduce(CollectiveConfig.from_fields(
+            size=8192, seed=9, **hw), log=lambda *_: None)
         assert rep["match"], rep
 
 

@@ -11,7 +11,7 @@ has push space, so it adds no simulator build (``test_push_cases_share_the_soak_
 
 import pytest
 
-from scin.sim.allreduce import AllReduceConfig, run_allreduce
+from scin.sim.allreduce import CollectiveConfig, run_allreduce
 from scin.sim.soak import SoakConfig
 from scin.tb.simulators import needs_icarus
 
@@ -113,7 +113,7 @@ def test_push_cases_share_the_soak_build():
         [LARGE["fp16_reorder_random"], LARGE["int8_reorder_random"]]
     soak8 = SoakConfig(endpoints=8).system()
     for case in cases:
-        cfg = AllReduceConfig(**case)
+        cfg = CollectiveConfig.from_fields(**case)
         assert cfg.system() == (soak8 if cfg.endpoints == 8 else soak), case
 
 
@@ -127,7 +127,7 @@ def test_system_push(sim, case):
     0), drops no push WRITE (``bad_pushes``), and every flag is the golden model's. AUTO pushes
     under the threshold and pulls over it."""
     config, pushed = (PUSH if sim == "verilator" else ICARUS_PUSH)[case]
-    report = run_allreduce(AllReduceConfig(sim=sim, **config, **SOAK_HARDWARE),
+    report = run_allreduce(CollectiveConfig.from_fields(sim=sim, **config, **SOAK_HARDWARE),
                            log=lambda *_: None)
     check(report)
     c = report["counters"]
@@ -148,14 +148,16 @@ def test_system_push(sim, case):
       for case in ICARUS_SMALL]])
 def test_system_small(sim, case):
     cases = SMALL if sim == "verilator" else ICARUS_SMALL
-    report = run_allreduce(AllReduceConfig(sim=sim, **cases[case]), log=lambda *_: None)
+    report = run_allreduce(CollectiveConfig.from_fields(
+        sim=sim, **cases[case]), log=lambda *_: None)
     check(report)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", LARGE)
 def test_system_large(case):
-    report = run_allreduce(AllReduceConfig(sim="verilator", **LARGE[case]), log=lambda *_: None)
+    report = run_allreduce(CollectiveConfig.from_fields(
+        sim="verilator", **LARGE[case]), log=lambda *_: None)
     check(report)
     if LARGE[case].get("traffic"):
         assert report["traffic_intact"], "ordinary writes did not all arrive intact"
@@ -203,7 +205,7 @@ PAIRED = {
 def test_system_allgather_in_pairs(case):
     """Bit for bit as :func:`test_system_collective`, and the phases the ISA ran."""
     config, slots = PAIRED[case]
-    report = run_allreduce(AllReduceConfig(sim="verilator", **config, **SOAK_HARDWARE),
+    report = run_allreduce(CollectiveConfig.from_fields(sim="verilator", **config, **SOAK_HARDWARE),
                            log=lambda *_: None)
     check(report)
     assert report["params"]["gather_pairs"] is True
@@ -214,7 +216,7 @@ def test_system_allgather_in_pairs(case):
 def test_system_collective(case):
     """Bit for bit over every endpoint's whole buffer window: each rank holds its input, its
     result and nothing else."""
-    report = run_allreduce(AllReduceConfig(sim="verilator", **COLLECTIVES[case]),
+    report = run_allreduce(CollectiveConfig.from_fields(sim="verilator", **COLLECTIVES[case]),
                            log=lambda *_: None)
     check(report)
     assert report["op"] == COLLECTIVES[case]["op"]

@@ -129,8 +129,8 @@ def test_efficiency_uses_the_configured_flit_width(flit_width, flit_bytes):
     8 bytes per cycle, not 32; the modelled link and the hop floor use the same width."""
     from scin.scripts.bench import efficiency, link_limit, link_model
     from scin.scripts.bench_allreduce import hop_floor
-    from scin.sim.allreduce import AllReduceConfig
-    cfg = AllReduceConfig(size=4096, flit_width=flit_width)
+    from scin.sim.allreduce import CollectiveConfig
+    cfg = CollectiveConfig.from_fields(size=4096, flit_width=flit_width)
     assert efficiency(cfg, 4096 // flit_bytes) == 1.0
     assert efficiency(cfg, 1000) == 4096 / (1000 * flit_bytes)
     assert link_model(cfg).flit_bytes == flit_bytes

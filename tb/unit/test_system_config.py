@@ -6,7 +6,7 @@ import json
 import pytest
 
 from scin.hdl.paper import FLIT_WIDTH, MEM_LATENCY, ONE_WAY_LATENCY
-from scin.sim.allreduce import AllReduceConfig
+from scin.sim.allreduce import CollectiveConfig
 from scin.sim.nvls_run import NvlsSystem
 from scin.sim.soak import SoakConfig
 from scin.sim.system_config import NvlsEngine, SystemConfig
@@ -14,7 +14,7 @@ from scin.sim.system_run import Dump, flit_loads, read_memh, write_memh
 
 
 @pytest.mark.parametrize("cfg", [SystemConfig(), SoakConfig().system(),
-                                 AllReduceConfig(endpoints=8, mode="push").system(),
+                                 CollectiveConfig.from_fields(endpoints=8, mode="push").system(),
                                  NvlsSystem(mem_size=1 << 16, entries=8, acks=8).system()])
 def test_json_round_trip(cfg):
     text = json.dumps(cfg.to_json())
@@ -39,11 +39,11 @@ def test_views_describe_the_same_hardware():
     """A collective on the soak's hardware is the soak's system (one build for both); an
     NvlsSystem is the system with its engine and no push space."""
     soak = SoakConfig()
-    same = AllReduceConfig(capacity=soak.capacity, outstanding=soak.waves, reorder=True,
-                           push_capacity=soak.push_capacity, trains=soak.trains,
-                           gather_pairs=soak.gather_pairs)
+    same = CollectiveConfig.from_fields(
+        capacity=soak.capacity, outstanding=soak.waves, reorder=True,
+        push_capacity=soak.push_capacity, trains=soak.trains, gather_pairs=soak.gather_pairs)
     assert same.system() == soak.system()
-    assert AllReduceConfig().system() != soak.system()
+    assert CollectiveConfig.from_fields().system() != soak.system()
     nvls = NvlsSystem(entries=8, acks=8).system()
     assert nvls.nvls == NvlsEngine(entries=8, acks=8) and nvls.push_capacity == 0
     params = nvls.params()
