@@ -188,9 +188,11 @@ def run(args):
         flits = tuple(int(x) for x in args.flits.split(",") if x)
     except ValueError:
         raise ValueError("--ports and --flits take comma-separated integers") from None
-    bad = [p for p in ports if p not in PORTS] + [w for w in flits if w not in FLITS]
-    if bad:
-        raise ValueError(f"{bad} not in the sweep (ports {PORTS}, flits {FLITS})")
+    for option, values, allowed in (("--ports", ports, PORTS), ("--flits", flits, FLITS)):
+        bad = [v for v in values if v not in allowed]
+        if bad:
+            raise ValueError(f"{option}: {', '.join(map(str, bad))} not in the sweep "
+                             f"(allowed: {', '.join(map(str, allowed))})")
     blocks = tuple(b for names in args.block or [BLOCKS] for b in names)
     folder = doc_folder(args, "resources", RESOURCES_FOLDER)
     todo = (points(ports=(prototype.PORTS,), flits=(prototype.FLIT_WIDTH,), blocks=blocks)

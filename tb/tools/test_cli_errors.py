@@ -104,6 +104,8 @@ CASES = [
     (["coverage", "--min", "101"], "--min"),
     (["coverage", "--out", "{file}"], "--out"),
     (["resources", "--block", "nope"], "--block"),
+    (["resources", "--flits", "65"], "--flits"),
+    (["resources", "--ports", "3"], "--ports"),
     (["resources", "--no-doc"], "--no-doc"),
     (["clean", "--bogus"], "--bogus"),
 ]
