@@ -144,11 +144,15 @@ def test_reordered_responses_change_nvls_bits_not_scins():
     images = [np.frombuffer((Path(r["run_dir"]) / "ep0.out.hex").read_bytes(), np.uint8)
               for r in runs]
     assert not np.array_equal(*images), "reordering the responses did not change NVLS's bits"
-    # SCIN on the hardware of tb/system/test_system.py's small cases and of its reordering cases, so
-    # the two runs share those builds.
-    for hw in (dict(reorder=False), dict(reorder=True, capacity=16384, outstanding=4)):
-        rep = run_allreduce(CollectiveConfig.from_fields(
-            size=8192, seed=9, **hw), log=lambda *_: None)
+    # SCIN on the hardware of tb/system/test_system.py's small cases and on the soak's, which
+    # reorders (its reordering cases and tb/system/test_soak.py run on it), so both runs share
+    # those builds: the same SystemConfig, checked.
+    from scin.sim.soak import SoakConfig
+    soak = SoakConfig().system()
+    for hw in (CollectiveConfig().hw, soak.replace(mem_size=CollectiveConfig().hw.mem_size)):
+        run = CollectiveConfig(size=8192, seed=9, hw=hw)
+        assert run.system() in (CollectiveConfig().system(), soak), run.system()
+        rep = run_allreduce(run, log=lambda *_: None)
         assert rep["match"], rep
 
 
