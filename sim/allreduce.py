@@ -15,6 +15,7 @@ rank sends or receives: the message for All-Reduce, Reduce and Broadcast, ``N`` 
 ReduceScatter and AllGather, ``N - 1`` times it for an AllGather in place.
 """
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -93,7 +94,7 @@ class CollectiveConfig:
     def from_fields(cls, **fields):
         """The run of ``fields``: this class's names, and :class:`SystemConfig`'s (except
         ``mem_size`` and ``nvls``) for its hardware."""
-        hw_names = set(SystemConfig.__dataclass_fields__) - {"mem_size", "nvls"}
+        hw_names = {f.name for f in dataclasses.fields(SystemConfig)} - {"mem_size", "nvls"}
         hw = {k: fields.pop(k) for k in list(fields) if k in hw_names}
         return cls(**fields, hw=SystemConfig(**hw))
 
